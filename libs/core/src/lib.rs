@@ -1,0 +1,12 @@
+//! Domain primitives shared by every Noema service.
+//!
+//! Nothing here does I/O: content ids, canonical JSON, CIDs, Ed25519 encodings and the
+//! error vocabulary are pure functions that both the services and the client SDK use.
+
+pub mod cid;
+pub mod content_id;
+pub mod error;
+pub mod jcs;
+pub mod keys;
+
+pub use error::{ErrorChain, ErrorCode, ServiceError, to_status};

@@ -1,0 +1,413 @@
+//! Configuration in layers: defaults → TOML file → `NOEMA__SECTION__KEY` env → CLI flags.
+//!
+//! Loading validates right away, so a bad value fails start-up with the setting's name.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+/// Prefix of environment overrides: `NOEMA__SERVER__GRPC_ADDR=0.0.0.0:50051`.
+pub const ENV_PREFIX: &str = "NOEMA__";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration: {0}")]
+    Load(String),
+    #[error("configuration setting `{setting}`: {reason}")]
+    Invalid { setting: String, reason: String },
+}
+
+/// The whole effective configuration of one process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoemaConfig {
+    pub server: ServerConfig,
+    pub telemetry: TelemetryConfig,
+    pub ledger: StorageConfig,
+    pub endpoints: Endpoints,
+    pub gateway: GatewayConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Where every gRPC service of this process listens.
+    pub grpc_addr: String,
+    /// Where the REST gateway listens (when this process runs it).
+    pub http_addr: String,
+    /// Root of the embedded default's files: SQLite databases, objects, owner token.
+    pub data_dir: PathBuf,
+    /// How long a graceful shutdown waits for in-flight requests.
+    pub shutdown_grace_secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// `text` or `json`.
+    pub log_format: LogFormat,
+    /// A `tracing` filter, e.g. `info,noema_ledger=debug`. `RUST_LOG` wins when set.
+    pub log_filter: String,
+    /// `service.name` in exported traces.
+    pub service_name: String,
+    /// OTLP/gRPC collector endpoint; `OTEL_EXPORTER_OTLP_ENDPOINT` sets it too. Empty: no export.
+    pub otlp_endpoint: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// A service's storage. Empty URLs mean the embedded default under `server.data_dir`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// `sqlite://…` or `postgres://…`.
+    pub database_url: String,
+    /// `file://…` or `s3://bucket/prefix?endpoint=…`.
+    pub object_store_url: String,
+    /// Connection pool size.
+    pub max_connections: u32,
+}
+
+/// Where other services are reached. Empty means "this process's own gRPC address",
+/// which is what `noema up` uses.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Endpoints {
+    pub ledger: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// Deadline for one downstream gRPC call made for a REST request.
+    pub request_timeout_secs: u64,
+    /// Largest accepted REST request body.
+    pub max_body_bytes: usize,
+}
+
+impl Default for NoemaConfig {
+    fn default() -> Self {
+        NoemaConfig {
+            server: ServerConfig {
+                grpc_addr: "127.0.0.1:50051".into(),
+                http_addr: "127.0.0.1:8080".into(),
+                data_dir: PathBuf::from("./noema-data"),
+                shutdown_grace_secs: 30,
+            },
+            telemetry: TelemetryConfig {
+                log_format: LogFormat::Text,
+                log_filter: "info".into(),
+                service_name: "noema".into(),
+                otlp_endpoint: String::new(),
+            },
+            ledger: StorageConfig {
+                max_connections: 10,
+                ..StorageConfig::default()
+            },
+            endpoints: Endpoints::default(),
+            gateway: GatewayConfig {
+                request_timeout_secs: 30,
+                max_body_bytes: 32 * 1024 * 1024,
+            },
+        }
+    }
+}
+
+/// Builds the layered configuration. `overrides` are CLI flags as `(dotted.key, value)`.
+pub struct ConfigLoader {
+    file: Option<PathBuf>,
+    overrides: Vec<(String, Result<figment::value::Value, figment::Error>)>,
+    use_env: bool,
+}
+
+impl Default for ConfigLoader {
+    fn default() -> Self {
+        ConfigLoader {
+            file: None,
+            overrides: Vec::new(),
+            use_env: true,
+        }
+    }
+}
+
+impl ConfigLoader {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The TOML file layer. A named file that does not exist is an error.
+    pub fn file(mut self, path: Option<&Path>) -> Self {
+        self.file = path.map(Path::to_path_buf);
+        self
+    }
+
+    /// A CLI flag layer value, e.g. `("server.grpc_addr", "0.0.0.0:50051")`.
+    pub fn set(mut self, key: &str, value: impl Serialize) -> Self {
+        self.overrides
+            .push((key.to_owned(), figment::value::Value::serialize(value)));
+        self
+    }
+
+    /// Tests turn the environment layer off so the machine's env cannot leak in.
+    pub fn without_env(mut self) -> Self {
+        self.use_env = false;
+        self
+    }
+
+    pub fn load(self) -> Result<NoemaConfig, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(NoemaConfig::default()));
+        if let Some(path) = &self.file {
+            if !path.is_file() {
+                return Err(ConfigError::Load(format!(
+                    "config file {} does not exist",
+                    path.display()
+                )));
+            }
+            figment = figment.merge(Toml::file(path));
+        }
+        if self.use_env {
+            figment = figment.merge(Env::prefixed(ENV_PREFIX).split("__"));
+            if let Ok(endpoint) = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT") {
+                figment = figment.merge(Serialized::default("telemetry.otlp_endpoint", endpoint));
+            }
+        }
+        for (key, value) in self.overrides {
+            let value = value.map_err(|e| invalid(&key, e.to_string()))?;
+            figment = figment.merge(Serialized::default(&key, value));
+        }
+        let config: NoemaConfig = figment.extract().map_err(|e| {
+            let setting = e.path.join(".");
+            if setting.is_empty() {
+                ConfigError::Load(e.to_string())
+            } else {
+                ConfigError::Invalid {
+                    setting,
+                    reason: e.kind.to_string(),
+                }
+            }
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+fn invalid(setting: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        setting: setting.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+fn parse_addr(setting: &str, value: &str) -> Result<SocketAddr, ConfigError> {
+    value.parse().map_err(|_| {
+        invalid(
+            setting,
+            format!("{value:?} is not a socket address like 127.0.0.1:8080"),
+        )
+    })
+}
+
+fn check_scheme(setting: &str, value: &str, accepted: &[&str]) -> Result<(), ConfigError> {
+    if value.is_empty() || accepted.iter().any(|scheme| value.starts_with(scheme)) {
+        Ok(())
+    } else {
+        Err(invalid(
+            setting,
+            format!(
+                "unsupported URL (must start with one of: {}); leave empty for the embedded default",
+                accepted.join(", ")
+            ),
+        ))
+    }
+}
+
+impl NoemaConfig {
+    /// Checks every setting whose shape can be known without touching the network.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        parse_addr("server.grpc_addr", &self.server.grpc_addr)?;
+        parse_addr("server.http_addr", &self.server.http_addr)?;
+        if self.server.data_dir.as_os_str().is_empty() {
+            return Err(invalid("server.data_dir", "must not be empty"));
+        }
+        check_scheme(
+            "ledger.database_url",
+            &self.ledger.database_url,
+            &["sqlite:", "postgres://", "postgresql://"],
+        )?;
+        check_scheme(
+            "ledger.object_store_url",
+            &self.ledger.object_store_url,
+            &["file://", "s3://"],
+        )?;
+        if self.ledger.max_connections == 0 {
+            return Err(invalid("ledger.max_connections", "must be at least 1"));
+        }
+        check_scheme(
+            "endpoints.ledger",
+            &self.endpoints.ledger,
+            &["http://", "https://"],
+        )?;
+        if self.gateway.request_timeout_secs == 0 {
+            return Err(invalid(
+                "gateway.request_timeout_secs",
+                "must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn grpc_addr(&self) -> Result<SocketAddr, ConfigError> {
+        parse_addr("server.grpc_addr", &self.server.grpc_addr)
+    }
+
+    pub fn http_addr(&self) -> Result<SocketAddr, ConfigError> {
+        parse_addr("server.http_addr", &self.server.http_addr)
+    }
+
+    /// The ledger's database URL, defaulting to a SQLite file under the data dir.
+    pub fn ledger_database_url(&self) -> String {
+        self.storage_url(&self.ledger.database_url, |dir| {
+            format!("sqlite://{}", dir.join("ledger.db").display())
+        })
+    }
+
+    /// The ledger's object store URL, defaulting to `file://<data_dir>/objects`.
+    pub fn ledger_object_store_url(&self) -> String {
+        self.storage_url(&self.ledger.object_store_url, |dir| {
+            format!("file://{}", dir.join("objects").display())
+        })
+    }
+
+    fn storage_url(&self, configured: &str, default: impl Fn(&Path) -> String) -> String {
+        if configured.is_empty() {
+            default(&self.server.data_dir)
+        } else {
+            configured.to_owned()
+        }
+    }
+
+    /// The effective configuration as TOML, for `noema config dump`.
+    pub fn to_toml(&self) -> Result<String, ConfigError> {
+        toml::to_string_pretty(self).map_err(|e| ConfigError::Load(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_embedded() {
+        let config = ConfigLoader::new().without_env().load().unwrap();
+        assert_eq!(config.server.grpc_addr, "127.0.0.1:50051");
+        assert_eq!(config.server.http_addr, "127.0.0.1:8080");
+        assert_eq!(
+            config.ledger_database_url(),
+            "sqlite://./noema-data/ledger.db"
+        );
+        assert_eq!(
+            config.ledger_object_store_url(),
+            "file://./noema-data/objects"
+        );
+    }
+
+    #[test]
+    fn later_layers_win() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("noema.toml");
+        std::fs::write(
+            &path,
+            "[server]\ngrpc_addr = \"127.0.0.1:1\"\nhttp_addr = \"127.0.0.1:2\"\n",
+        )
+        .unwrap();
+        let config = ConfigLoader::new()
+            .without_env()
+            .file(Some(&path))
+            .set("server.http_addr", "127.0.0.1:3")
+            .load()
+            .unwrap();
+        assert_eq!(config.server.grpc_addr, "127.0.0.1:1");
+        assert_eq!(config.server.http_addr, "127.0.0.1:3");
+    }
+
+    #[test]
+    fn a_bad_value_names_its_setting() {
+        let err = ConfigLoader::new()
+            .without_env()
+            .set("ledger.database_url", "mysql://db/x")
+            .load()
+            .unwrap_err();
+        assert!(err.to_string().contains("ledger.database_url"), "{err}");
+
+        let err = ConfigLoader::new()
+            .without_env()
+            .set("server.grpc_addr", "localhost")
+            .load()
+            .unwrap_err();
+        assert!(err.to_string().contains("server.grpc_addr"), "{err}");
+
+        let err = ConfigLoader::new()
+            .without_env()
+            .set("ledger.object_store_url", "ftp://x")
+            .load()
+            .unwrap_err();
+        assert!(err.to_string().contains("ledger.object_store_url"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_and_wrong_types_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("noema.toml");
+        std::fs::write(&path, "[server]\nshutdown_grace_secs = \"soon\"\n").unwrap();
+        let err = ConfigLoader::new()
+            .without_env()
+            .file(Some(&path))
+            .load()
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("server.shutdown_grace_secs"),
+            "{err}"
+        );
+
+        std::fs::write(&path, "[server]\ngrpc_adr = \"127.0.0.1:1\"\n").unwrap();
+        let err = ConfigLoader::new()
+            .without_env()
+            .file(Some(&path))
+            .load()
+            .unwrap_err();
+        assert!(err.to_string().contains("grpc_adr"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_config_file_is_an_error() {
+        let err = ConfigLoader::new()
+            .without_env()
+            .file(Some(Path::new("/nonexistent/noema.toml")))
+            .load()
+            .unwrap_err();
+        assert!(err.to_string().contains("does not exist"), "{err}");
+    }
+
+    #[test]
+    fn the_dump_loads_back_to_the_same_config() {
+        let config = ConfigLoader::new().without_env().load().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dump.toml");
+        std::fs::write(&path, config.to_toml().unwrap()).unwrap();
+        let again = ConfigLoader::new()
+            .without_env()
+            .file(Some(&path))
+            .load()
+            .unwrap();
+        assert_eq!(config, again);
+    }
+}

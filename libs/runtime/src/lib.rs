@@ -1,0 +1,14 @@
+//! What every Noema service process shares: layered configuration, telemetry, the gRPC
+//! server assembly (health, reflection, graceful shutdown), metrics, and channels to
+//! other services.
+
+pub mod client;
+pub mod config;
+pub mod metrics;
+pub mod server;
+pub mod shutdown;
+pub mod telemetry;
+pub mod trace_context;
+
+pub use config::{ConfigError, NoemaConfig};
+pub use server::GrpcServer;

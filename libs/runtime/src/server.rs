@@ -1,0 +1,223 @@
+//! The gRPC server every service process runs: the services it hosts, gRPC health for
+//! each, reflection (v1 and v1alpha) limited to what is served, per-RPC tracing spans
+//! that continue the caller's trace, metrics, and graceful shutdown.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::body::Body;
+use tonic::server::NamedService;
+use tonic::service::RoutesBuilder;
+use tonic_health::ServingStatus;
+use tonic_health::server::{HealthReporter, HealthService};
+
+use crate::metrics;
+use crate::trace_context;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("building gRPC reflection failed: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Assembles the services of one process onto one tonic server.
+pub struct GrpcServer {
+    routes: RoutesBuilder,
+    names: Vec<&'static str>,
+    health: HealthReporter,
+}
+
+impl Default for GrpcServer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GrpcServer {
+    pub fn new() -> Self {
+        GrpcServer {
+            routes: RoutesBuilder::default(),
+            names: Vec::new(),
+            health: HealthReporter::new(),
+        }
+    }
+
+    /// Hosts `service` on this server; it is reported SERVING once the server starts.
+    pub fn add_service<S>(&mut self, service: S) -> &mut Self
+    where
+        S: tower::Service<http::Request<Body>, Error = Infallible>
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Response: axum::response::IntoResponse,
+        S::Future: Send + 'static,
+    {
+        self.names.push(S::NAME);
+        self.routes.add_service(service);
+        self
+    }
+
+    /// The fully qualified names of the hosted services.
+    pub fn service_names(&self) -> &[&'static str] {
+        &self.names
+    }
+
+    /// A handle to flip health statuses (readiness) while serving.
+    pub fn health(&self) -> HealthReporter {
+        self.health.clone()
+    }
+
+    /// Serves on `listener` until `shutdown` is cancelled, then reports NOT_SERVING,
+    /// stops accepting and waits up to `grace` for in-flight requests to finish.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: CancellationToken,
+        grace: Duration,
+    ) -> Result<(), ServerError> {
+        let GrpcServer {
+            mut routes,
+            names,
+            health,
+        } = self;
+        let health_service = tonic_health::pb::health_server::HealthServer::new(
+            HealthService::from_health_reporter(health.clone()),
+        );
+        health.set_service_status("", ServingStatus::Serving).await;
+        for name in &names {
+            health
+                .set_service_status(*name, ServingStatus::Serving)
+                .await;
+        }
+        routes
+            .add_service(health_service)
+            .add_service(reflection(&names).build_v1()?)
+            .add_service(reflection(&names).build_v1alpha()?);
+        let routes = routes.routes();
+
+        let stopping = shutdown.clone();
+        let drain = async move {
+            stopping.cancelled().await;
+            for name in &names {
+                health
+                    .set_service_status(*name, ServingStatus::NotServing)
+                    .await;
+            }
+            health
+                .set_service_status("", ServingStatus::NotServing)
+                .await;
+            tracing::info!("gRPC server draining in-flight requests");
+        };
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let server = tonic::transport::Server::builder()
+            .trace_fn(|request| {
+                let span = tracing::info_span!(
+                    "grpc.request",
+                    otel.kind = "server",
+                    rpc.system = "grpc",
+                    rpc.method = %request.uri().path(),
+                );
+                trace_context::adopt_remote_parent(&span, request.headers());
+                span
+            })
+            .layer(GrpcMetricsLayer)
+            .add_routes(routes)
+            .serve_with_incoming_shutdown(incoming, drain);
+        // The drain future resolves as soon as shutdown starts; bound the wait for
+        // in-flight requests by the grace period.
+        tokio::select! {
+            result = server => result?,
+            () = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
+                tracing::warn!(?grace, "grace period elapsed with requests still in flight");
+            }
+        }
+        Ok(())
+    }
+}
+
+fn reflection(names: &[&'static str]) -> tonic_reflection::server::Builder<'static> {
+    let mut builder = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(noema_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+    for name in names {
+        builder = builder.with_service_name(*name);
+    }
+    // Naming services limits the listing to them, so name the standard ones too.
+    for standard in [
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
+    ] {
+        builder = builder.with_service_name(standard);
+    }
+    builder
+}
+
+/// Counts requests and records latency per RPC path and gRPC status.
+#[derive(Debug, Clone, Copy)]
+pub struct GrpcMetricsLayer;
+
+impl<S> tower::Layer<S> for GrpcMetricsLayer {
+    type Service = GrpcMetrics<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        GrpcMetrics { inner }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct GrpcMetrics<S> {
+    inner: S,
+}
+
+type BoxFuture<T> = Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+impl<S, B, RB> tower::Service<http::Request<B>> for GrpcMetrics<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
+    S::Future: Send + 'static,
+    S::Error: 'static,
+    RB: 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let method = request.uri().path().to_owned();
+        let started = Instant::now();
+        let future = self.inner.call(request);
+        Box::pin(async move {
+            let result = future.await;
+            // Errors are sent trailers-only, so their status is in the headers; a
+            // success carries its status in trailers, which are always OK for us.
+            let code = match &result {
+                Ok(response) => response
+                    .headers()
+                    .get("grpc-status")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("0")
+                    .to_owned(),
+                Err(_) => "transport".to_owned(),
+            };
+            if let Some(m) = metrics::global() {
+                m.grpc_requests.with_label_values(&[&method, &code]).inc();
+                m.grpc_latency
+                    .with_label_values(&[&method])
+                    .observe(started.elapsed().as_secs_f64());
+            }
+            result
+        })
+    }
+}

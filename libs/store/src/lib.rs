@@ -1,0 +1,17 @@
+//! noema-store: the storage plumbing every Noema service shares.
+//!
+//! - [`db`]: a [`Database`] pool chosen by URL (`sqlite://…`, `sqlite::memory:`,
+//!   `postgres://…`) and per-service [`Migrations`].
+//! - [`object`]: an [`ObjectStore`] chosen by URL (`file://…`, `s3://…`), a fault-injecting
+//!   wrapper for durability tests and the conformance suite every backend passes.
+//! - [`testing`]: fresh Postgres databases for tests.
+//!
+//! This crate holds no service's SQL: services own their queries and migrations.
+
+pub mod db;
+pub mod object;
+mod redact;
+pub mod testing;
+
+pub use db::{Backend, Database, DbError, DbOptions, Migrations};
+pub use object::{ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore};

@@ -1,0 +1,153 @@
+//! Object storage chosen by URL: `file://` (local directory) or `s3://` (any S3-compatible
+//! service), plus a fault-injecting wrapper for durability tests and a conformance suite that
+//! every backend must pass.
+//!
+//! Semantics shared by all backends (the conformance suite checks them):
+//! - `put` is durable when it returns `Ok`. Putting an existing key replaces it whole: the last
+//!   completed `put` wins and readers see either the old or the new object, never a mix.
+//! - `get`/`head` of a missing key: `NotFound` / `None`. `delete` of a missing key: `Ok`.
+//! - `list` returns keys in lexicographic byte order, by plain string prefix (`a/b` matches
+//!   `a/b/c` and `a/bc`). `ObjectMeta::content_type` is `None` in listings (S3 does not return it
+//!   there); use `head` for it.
+//! - Keys follow the rules of [`key`]; a bad key is refused before any I/O, identically on every
+//!   backend.
+
+pub mod conformance;
+mod error;
+pub mod faulty;
+pub mod file;
+pub mod key;
+pub mod s3;
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use futures::{Stream, StreamExt};
+
+pub use error::{ACCEPTED_OBJECT_STORE_URLS, BoxError, ObjectError};
+pub use faulty::FaultyObjectStore;
+pub use file::FileObjectStore;
+pub use s3::S3ObjectStore;
+
+use crate::redact::redact_url;
+
+/// The body of an object, as a stream of chunks.
+pub type ByteChunks = Pin<Box<dyn Stream<Item = Result<Bytes, ObjectError>> + Send>>;
+
+/// What is known about a stored object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    pub key: String,
+    pub size: u64,
+    pub content_type: Option<String>,
+    pub last_modified: Option<time::OffsetDateTime>,
+}
+
+/// An object being read: its metadata and its bytes, streamed.
+pub struct ObjectBody {
+    pub meta: ObjectMeta,
+    pub stream: ByteChunks,
+}
+
+impl std::fmt::Debug for ObjectBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectBody")
+            .field("meta", &self.meta)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Largest buffer [`ObjectBody::bytes`] reserves up front, whatever size the metadata claims.
+const MAX_PREALLOC: u64 = 16 * 1024 * 1024;
+
+impl ObjectBody {
+    /// Read the whole body into memory.
+    pub async fn bytes(mut self) -> Result<Bytes, ObjectError> {
+        let capacity = usize::try_from(self.meta.size.min(MAX_PREALLOC)).unwrap_or_default();
+        let mut buf = BytesMut::with_capacity(capacity);
+        while let Some(chunk) = self.stream.next().await {
+            buf.extend_from_slice(&chunk?);
+        }
+        Ok(buf.freeze())
+    }
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ListPage {
+    /// At most `limit` objects, in lexicographic byte order of their keys.
+    pub objects: Vec<ObjectMeta>,
+    /// `Some(last key of this page)` when more objects may follow: pass it as `start_after` to
+    /// get the next page. `None` when the listing is complete.
+    pub next_start_after: Option<String>,
+}
+
+/// A place to keep immutable blobs by key. See the module documentation for the semantics
+/// every implementation shares.
+#[async_trait]
+pub trait ObjectStore: Send + Sync + std::fmt::Debug {
+    /// Store `body` under `key`, replacing any object there. Durable when it returns `Ok`.
+    /// An empty `content_type` stores none: file:// then reports `None`, S3 its own default
+    /// (usually `binary/octet-stream`).
+    async fn put(&self, key: &str, body: Bytes, content_type: &str) -> Result<(), ObjectError>;
+
+    /// Read an object; `NotFound` if there is none.
+    async fn get(&self, key: &str) -> Result<ObjectBody, ObjectError>;
+
+    /// An object's metadata, or `None` if there is none.
+    async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, ObjectError>;
+
+    /// Keys starting with `prefix` and greater than `start_after`, in byte order, at most
+    /// `limit` of them (a `limit` of 0 is treated as 1).
+    async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<ListPage, ObjectError>;
+
+    /// Remove an object. Removing a missing object succeeds.
+    async fn delete(&self, key: &str) -> Result<(), ObjectError>;
+
+    /// Readiness: can this store be used right now?
+    async fn check(&self) -> Result<(), ObjectError>;
+}
+
+/// Open the object store named by `url`:
+///
+/// - `file:///abs/dir` or `file://relative/dir`: a [`FileObjectStore`] rooted there (created if
+///   missing).
+/// - `s3://bucket[/prefix][?endpoint=…&region=…&force_path_style=…&create_bucket=…]`: an
+///   [`S3ObjectStore`]; see [`s3::S3Location`] for the parameters.
+#[tracing::instrument(skip_all, fields(url = %redact_url(url).text))]
+pub async fn open(url: &str) -> Result<Arc<dyn ObjectStore>, ObjectError> {
+    if let Some(path) = url.strip_prefix("file://") {
+        let store = FileObjectStore::open(path).await.map_err(|e| match e {
+            ObjectError::InvalidUrl { reason, .. } => ObjectError::InvalidUrl {
+                url_redacted: redact_url(url).text,
+                reason,
+            },
+            other => other,
+        })?;
+        return Ok(Arc::new(store));
+    }
+    if url.starts_with("s3://") {
+        return Ok(Arc::new(S3ObjectStore::open(url).await?));
+    }
+    let reason = if url.is_empty() {
+        "the URL is empty".to_owned()
+    } else {
+        match url.split_once(':') {
+            Some((scheme, _)) if !scheme.is_empty() && !scheme.contains('/') => {
+                format!("unsupported object store scheme `{scheme}`")
+            }
+            _ => "the URL has no scheme".to_owned(),
+        }
+    };
+    Err(ObjectError::InvalidUrl {
+        url_redacted: redact_url(url).text,
+        reason,
+    })
+}

@@ -1,0 +1,131 @@
+//! Helpers for tests in this and other crates: fresh, uniquely named Postgres databases.
+
+use sqlx::{Connection, PgConnection};
+
+use crate::db::{Backend, DbError};
+use crate::redact::redact_url;
+
+/// Postgres limits identifiers to 63 bytes.
+const MAX_IDENTIFIER: usize = 63;
+
+/// Create an empty database named `<prefix>_<random hex>` on the server of `admin_url` (a URL
+/// whose user may `CREATE DATABASE`, e.g. `postgres://postgres@127.0.0.1:5432/postgres`) and
+/// return the URL of the new database: `admin_url` with its database name replaced.
+///
+/// `prefix` is lowercased and every character outside `[a-z0-9_]` becomes `_`.
+pub async fn create_test_database(admin_url: &str, prefix: &str) -> Result<String, DbError> {
+    let (mut url, redacted) = parse_admin_url(admin_url)?;
+    let name = database_name(prefix);
+
+    let mut admin = PgConnection::connect(admin_url)
+        .await
+        .map_err(|source| DbError::Connect {
+            backend: Backend::Postgres,
+            url_redacted: redacted.clone(),
+            source,
+        })?;
+    // `name` is made of [a-z0-9_] only, so quoting it is enough.
+    let created = sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\""))
+        .execute(&mut admin)
+        .await;
+    if let Err(e) = admin.close().await {
+        tracing::warn!(error = %e, "closing the admin connection failed");
+    }
+    created.map_err(|source| DbError::Query {
+        what: "CREATE DATABASE",
+        backend: Backend::Postgres,
+        source,
+    })?;
+
+    url.set_path(&format!("/{name}"));
+    tracing::debug!(database = %name, "created test database");
+    Ok(url.to_string())
+}
+
+/// Drop a database made by [`create_test_database`], disconnecting its sessions first.
+/// Dropping a database that does not exist is not an error.
+pub async fn drop_test_database(admin_url: &str, database_url: &str) -> Result<(), DbError> {
+    let (_, redacted) = parse_admin_url(admin_url)?;
+    let (target, _) = parse_admin_url(database_url)?;
+    let name = target.path().trim_start_matches('/').to_owned();
+    if name.is_empty() || !name.bytes().all(is_name_byte) {
+        return Err(DbError::InvalidUrl {
+            url_redacted: redact_url(database_url).text,
+            reason: "not a database made by create_test_database".into(),
+        });
+    }
+    let mut admin = PgConnection::connect(admin_url)
+        .await
+        .map_err(|source| DbError::Connect {
+            backend: Backend::Postgres,
+            url_redacted: redacted,
+            source,
+        })?;
+    let dropped = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+        .execute(&mut admin)
+        .await;
+    if let Err(e) = admin.close().await {
+        tracing::warn!(error = %e, "closing the admin connection failed");
+    }
+    dropped.map(drop).map_err(|source| DbError::Query {
+        what: "DROP DATABASE",
+        backend: Backend::Postgres,
+        source,
+    })
+}
+
+fn parse_admin_url(admin_url: &str) -> Result<(url::Url, String), DbError> {
+    let redacted = redact_url(admin_url);
+    let invalid = |reason: String| DbError::InvalidUrl {
+        url_redacted: redacted.text.clone(),
+        reason,
+    };
+    if !(admin_url.starts_with("postgres://") || admin_url.starts_with("postgresql://")) {
+        return Err(invalid("test databases need a postgres:// URL".into()));
+    }
+    let url =
+        url::Url::parse(admin_url).map_err(|e| invalid(format!("malformed postgres URL: {e}")))?;
+    Ok((url, redacted.text.clone()))
+}
+
+fn database_name(prefix: &str) -> String {
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let mut clean: String = prefix
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if clean.is_empty() || clean.starts_with(|c: char| c.is_ascii_digit()) {
+        clean.insert_str(0, "t_");
+    }
+    clean.truncate(MAX_IDENTIFIER - suffix.len() - 1);
+    format!("{clean}_{suffix}")
+}
+
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_safe_unique_and_short() {
+        let a = database_name("Noema Store-Test!");
+        let b = database_name("Noema Store-Test!");
+        assert_ne!(a, b);
+        assert!(a.starts_with("noema_store_test__"), "{a}");
+        assert!(a.bytes().all(is_name_byte), "{a}");
+        let long = database_name(&"x".repeat(200));
+        assert!(long.len() <= MAX_IDENTIFIER, "{}", long.len());
+        assert!(database_name("").starts_with("t__"));
+        assert!(database_name("1abc").starts_with("t_1abc_"));
+    }
+}

@@ -1,0 +1,460 @@
+//! Object stores: the conformance suite on file:// (always) and s3:// (NOEMA_TEST_S3_URL,
+//! required: a missing backend fails loudly), file:// specifics, and the fault injector.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // tests: a panic is the failure report
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use noema_store::object::faulty::{InjectedFault, STICKY};
+use noema_store::object::{self, FaultyObjectStore, ObjectError, ObjectStore, conformance};
+
+fn scratch(what: &str) -> String {
+    format!("{what}-{}", uuid::Uuid::new_v4().simple())
+}
+
+fn s3_url() -> String {
+    match std::env::var("NOEMA_TEST_S3_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => panic!(
+            "NOEMA_TEST_S3_URL is not set: the S3 tests need an S3-compatible server, e.g. \
+             s3://noema-test?endpoint=http://127.0.0.1:5055&region=us-east-1&create_bucket=true \
+             with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY set (scripts/test starts one and sets \
+             them). A missing backend is a failure, never a skip."
+        ),
+    }
+}
+
+/// The env URL with its path (bucket prefix) and/or one query parameter replaced.
+fn s3_url_with(path: Option<&str>, param: Option<(&str, &str)>) -> String {
+    let mut url = url::Url::parse(&s3_url()).expect("NOEMA_TEST_S3_URL parses");
+    if let Some(path) = path {
+        url.set_path(path);
+    }
+    if let Some((name, value)) = param {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .filter(|(k, _)| k != name)
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        let mut q = url.query_pairs_mut();
+        q.clear();
+        for (k, v) in &pairs {
+            q.append_pair(k, v);
+        }
+        q.append_pair(name, value);
+    }
+    url.to_string()
+}
+
+async fn file_store() -> (tempfile::TempDir, Arc<dyn ObjectStore>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("file://{}", dir.path().display());
+    let store = object::open(&url).await.expect("open file store");
+    (dir, store)
+}
+
+/// Every file under `dir`, relative to it.
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    fn walk(base: &std::path::Path, dir: &std::path::Path, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(base, &path, out);
+            } else {
+                out.push(path.strip_prefix(base).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn file_backend_conformance() {
+    let (dir, store) = file_store().await;
+    conformance::run_all(store, &scratch("conformance")).await;
+    assert!(
+        files_under(&dir.path().join("tmp")).is_empty(),
+        "temp files left behind: {:?}",
+        files_under(&dir.path().join("tmp"))
+    );
+}
+
+#[tokio::test]
+async fn s3_backend_conformance() {
+    let store = object::open(&s3_url()).await.expect("open s3 store");
+    conformance::run_all(store, &scratch("conformance")).await;
+}
+
+#[tokio::test]
+async fn s3_prefix_is_prepended_and_stripped() {
+    let prefix = scratch("prefixed");
+    let prefixed = object::open(&s3_url_with(Some(&format!("/{prefix}/inner")), None))
+        .await
+        .expect("open prefixed store");
+    let whole = object::open(&s3_url_with(Some("/"), None))
+        .await
+        .expect("open whole-bucket store");
+
+    prefixed
+        .put("a/b:c.json", Bytes::from_static(b"{}"), "application/json")
+        .await
+        .expect("put");
+    let seen = whole
+        .head(&format!("{prefix}/inner/a/b:c.json"))
+        .await
+        .expect("head through the whole bucket");
+    assert_eq!(
+        seen.map(|m| m.size),
+        Some(2),
+        "the prefix was not prepended"
+    );
+
+    let page = prefixed.list("", None, 10).await.expect("list");
+    let keys: Vec<String> = page.objects.into_iter().map(|m| m.key).collect();
+    assert_eq!(
+        keys,
+        vec!["a/b:c.json".to_owned()],
+        "the prefix was not stripped"
+    );
+
+    prefixed.delete("a/b:c.json").await.expect("delete");
+    assert!(
+        whole
+            .head(&format!("{prefix}/inner/a/b:c.json"))
+            .await
+            .expect("head")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn s3_unreachable_endpoint_is_unavailable() {
+    // Nothing listens on port 1; the real server's bucket and credentials are otherwise kept.
+    let store = object::open(&s3_url_with(None, Some(("endpoint", "http://127.0.0.1:1")))).await;
+    // create_bucket=true in the env URL makes open itself contact the server.
+    let err = match store {
+        Err(e) => e,
+        Ok(store) => store
+            .check()
+            .await
+            .expect_err("check against a closed port"),
+    };
+    assert!(err.is_retryable(), "expected Unavailable, got {err:?}");
+    let mut source = std::error::Error::source(&err);
+    let mut depth = 0;
+    while let Some(s) = source {
+        depth += 1;
+        source = s.source();
+    }
+    assert!(depth >= 2, "the error lost its cause chain: {err:?}");
+}
+
+#[tokio::test]
+async fn s3_missing_bucket_fails_check() {
+    let bucket = format!("noema-missing-{}", uuid::Uuid::new_v4().simple());
+    let mut url =
+        url::Url::parse(&s3_url_with(Some("/"), Some(("create_bucket", "false")))).expect("url");
+    url.set_host(Some(&bucket)).expect("set bucket");
+    let store = object::open(url.as_str()).await.expect("open");
+    let err = store
+        .check()
+        .await
+        .expect_err("a missing bucket is not ready");
+    assert!(matches!(err, ObjectError::Backend { .. }), "{err:?}");
+    assert!(format!("{err:?}").contains(&bucket), "{err:?}");
+}
+
+#[tokio::test]
+async fn s3_create_bucket_is_idempotent() {
+    let url = s3_url_with(None, Some(("create_bucket", "true")));
+    for _ in 0..2 {
+        let store = object::open(&url)
+            .await
+            .expect("open with create_bucket twice");
+        store.check().await.expect("check");
+    }
+}
+
+#[tokio::test]
+async fn open_rejects_unknown_urls_with_the_accepted_forms() {
+    for (url, needle) in [
+        ("", "empty"),
+        ("ftp://host/x", "unsupported object store scheme `ftp`"),
+        ("file://", "no directory path"),
+        ("s3://", "no bucket"),
+        ("s3://bucket-1?bogus=1", "unknown parameter `bogus`"),
+        ("s3://AKIA:sekrit@bucket-1", "credentials"),
+        ("/just/a/path", "no scheme"),
+    ] {
+        let err = object::open(url).await.expect_err(url);
+        let text = err.to_string();
+        assert!(
+            matches!(err, ObjectError::InvalidUrl { .. }),
+            "{url}: {err:?}"
+        );
+        assert!(text.contains(needle), "{url}: {text}");
+        assert!(
+            text.contains("file://") && text.contains("s3://"),
+            "{url}: the message does not name the accepted forms: {text}"
+        );
+        assert!(!text.contains("sekrit"), "{url}: secret leaked: {text}");
+    }
+}
+
+#[tokio::test]
+async fn file_store_layout_is_raw_bytes_and_a_separate_meta_tree() {
+    let (dir, store) = file_store().await;
+    let key = "canonical/observation/2026/04/14/sha256:00ff.json";
+    store
+        .put(key, Bytes::from_static(b"{\"x\":1}"), "application/json")
+        .await
+        .expect("put");
+    // A key that would collide with a sidecar scheme is just another key.
+    store
+        .put(
+            &format!("{key}.meta"),
+            Bytes::from_static(b"other"),
+            "text/plain",
+        )
+        .await
+        .expect("put .meta key");
+    let raw = std::fs::read(dir.path().join("objects").join(key)).expect("raw object file");
+    assert_eq!(raw, b"{\"x\":1}");
+    let ct = std::fs::read_to_string(dir.path().join("meta").join(key)).expect("meta file");
+    assert_eq!(ct, "application/json");
+    assert!(files_under(&dir.path().join("tmp")).is_empty());
+    let head = store.head(key).await.expect("head").expect("exists");
+    assert_eq!(head.content_type.as_deref(), Some("application/json"));
+    let page = store.list("canonical/", None, 10).await.expect("list");
+    let keys: Vec<String> = page.objects.into_iter().map(|m| m.key).collect();
+    assert_eq!(keys, vec![key.to_owned(), format!("{key}.meta")]);
+}
+
+#[tokio::test]
+async fn file_store_put_without_content_type_has_none() {
+    let (_dir, store) = file_store().await;
+    store
+        .put("k", Bytes::from_static(b"1"), "text/plain")
+        .await
+        .expect("put");
+    store
+        .put("k", Bytes::from_static(b"2"), "")
+        .await
+        .expect("put again");
+    let head = store.head("k").await.expect("head").expect("exists");
+    assert_eq!(head.content_type, None, "a stale content type survived");
+}
+
+#[tokio::test]
+async fn file_store_relative_root() {
+    // Relative to the test's working directory (the crate root); removed when dropped.
+    let dir = tempfile::Builder::new()
+        .prefix(".noema-store-test-")
+        .tempdir_in(".")
+        .expect("tempdir in cwd");
+    let name = dir
+        .path()
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
+    let store = object::open(&format!("file://{name}/objects-root"))
+        .await
+        .expect("open relative");
+    store
+        .put("a", Bytes::from_static(b"1"), "text/plain")
+        .await
+        .expect("put");
+    assert!(dir.path().join("objects-root/objects/a").is_file());
+    store.check().await.expect("check");
+}
+
+#[tokio::test]
+async fn file_store_concurrent_overwrites_never_tear() {
+    let (dir, store) = file_store().await;
+    let bodies: Vec<Bytes> = (0..16u8)
+        .map(|i| Bytes::from(vec![i; 256 * 1024 + usize::from(i)]))
+        .collect();
+    let puts = bodies
+        .iter()
+        .map(|b| store.put("same/key", b.clone(), "application/octet-stream"));
+    for r in futures::future::join_all(puts).await {
+        r.expect("concurrent put");
+    }
+    let got = store
+        .get("same/key")
+        .await
+        .expect("get")
+        .bytes()
+        .await
+        .expect("bytes");
+    assert!(
+        bodies.contains(&got),
+        "the stored object is a mix of writes ({} bytes)",
+        got.len()
+    );
+    assert!(files_under(&dir.path().join("tmp")).is_empty());
+}
+
+#[tokio::test]
+async fn file_store_check_fails_when_the_root_is_gone() {
+    let (dir, store) = file_store().await;
+    store.check().await.expect("check");
+    std::fs::remove_dir_all(dir.path().join("objects")).expect("remove objects dir");
+    let err = store.check().await.expect_err("no objects dir");
+    assert!(err.is_retryable(), "{err:?}");
+}
+
+#[tokio::test]
+async fn faulty_store_passes_conformance_when_disarmed() {
+    let (_dir, inner) = file_store().await;
+    let faulty = Arc::new(FaultyObjectStore::new(inner));
+    conformance::run_all(faulty.clone(), &scratch("faulty")).await;
+    assert_eq!(faulty.injected_faults(), 0);
+}
+
+fn assert_injected(err: &ObjectError) {
+    assert!(err.is_retryable(), "expected Unavailable, got {err:?}");
+    let source = std::error::Error::source(err).expect("has a source");
+    assert!(source.downcast_ref::<InjectedFault>().is_some(), "{err:?}");
+}
+
+#[tokio::test]
+async fn faulty_store_fails_puts_before_writing() {
+    let (_dir, inner) = file_store().await;
+    let faulty = FaultyObjectStore::new(inner.clone());
+    faulty.fail_next_puts(2);
+    for _ in 0..2 {
+        let err = faulty
+            .put("k", Bytes::from_static(b"v"), "text/plain")
+            .await
+            .expect_err("armed put fault");
+        assert_injected(&err);
+        assert!(
+            inner.head("k").await.expect("head").is_none(),
+            "a failed put wrote"
+        );
+    }
+    faulty
+        .put("k", Bytes::from_static(b"v"), "text/plain")
+        .await
+        .expect("third put");
+    assert!(inner.head("k").await.expect("head").is_some());
+    assert_eq!(faulty.injected_faults(), 2);
+}
+
+#[tokio::test]
+async fn faulty_store_can_lose_the_ack_after_writing() {
+    let (_dir, inner) = file_store().await;
+    let faulty = FaultyObjectStore::new(inner.clone());
+    faulty.lose_next_put_acks(1);
+    let err = faulty
+        .put("k", Bytes::from_static(b"stored"), "text/plain")
+        .await
+        .expect_err("lost ack");
+    assert_injected(&err);
+    let stored = inner
+        .get("k")
+        .await
+        .expect("bytes are there")
+        .bytes()
+        .await
+        .expect("read");
+    assert_eq!(stored.as_ref(), b"stored");
+    // The retry succeeds and is idempotent.
+    faulty
+        .put("k", Bytes::from_static(b"stored"), "text/plain")
+        .await
+        .expect("retry");
+}
+
+#[tokio::test]
+async fn faulty_store_fails_gets_and_heads_then_recovers() {
+    let (_dir, inner) = file_store().await;
+    let faulty = FaultyObjectStore::new(inner);
+    faulty
+        .put("k", Bytes::from_static(b"v"), "text/plain")
+        .await
+        .expect("put");
+
+    faulty.fail_next_gets(1);
+    assert_injected(&faulty.get("k").await.expect_err("get fault"));
+    assert!(faulty.get("k").await.is_ok(), "get fault did not run out");
+
+    faulty.fail_next_heads(STICKY);
+    for _ in 0..3 {
+        assert_injected(&faulty.head("k").await.expect_err("sticky head fault"));
+    }
+    faulty.reset();
+    assert!(faulty.head("k").await.expect("head after reset").is_some());
+    assert_eq!(faulty.injected_faults(), 4);
+}
+
+#[tokio::test]
+async fn faulty_store_adds_latency() {
+    let (_dir, inner) = file_store().await;
+    let faulty = FaultyObjectStore::new(inner);
+    faulty.set_latency(Duration::from_millis(150));
+    let started = Instant::now();
+    assert!(faulty.head("missing").await.expect("head").is_none());
+    assert!(
+        started.elapsed() >= Duration::from_millis(150),
+        "{:?}",
+        started.elapsed()
+    );
+    faulty.reset();
+    let started = Instant::now();
+    faulty.head("missing").await.expect("head");
+    assert!(
+        started.elapsed() < Duration::from_millis(150),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A store that lists in reverse order: the suite must notice.
+#[derive(Debug)]
+struct ReversedListing(Arc<dyn ObjectStore>);
+
+#[async_trait::async_trait]
+impl ObjectStore for ReversedListing {
+    async fn put(&self, key: &str, body: Bytes, content_type: &str) -> Result<(), ObjectError> {
+        self.0.put(key, body, content_type).await
+    }
+    async fn get(&self, key: &str) -> Result<object::ObjectBody, ObjectError> {
+        self.0.get(key).await
+    }
+    async fn head(&self, key: &str) -> Result<Option<object::ObjectMeta>, ObjectError> {
+        self.0.head(key).await
+    }
+    async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<object::ListPage, ObjectError> {
+        let mut page = self.0.list(prefix, start_after, limit).await?;
+        page.objects.reverse();
+        Ok(page)
+    }
+    async fn delete(&self, key: &str) -> Result<(), ObjectError> {
+        self.0.delete(key).await
+    }
+    async fn check(&self) -> Result<(), ObjectError> {
+        self.0.check().await
+    }
+}
+
+#[tokio::test]
+#[should_panic(expected = "case `list_paging` failed")]
+async fn conformance_catches_a_misbehaving_store() {
+    let (_dir, inner) = file_store().await;
+    conformance::run_all(Arc::new(ReversedListing(inner)), &scratch("broken")).await;
+}

@@ -1,0 +1,173 @@
+//! open-cognition's routes (`shared/compat/open-cognition.md`), same paths, shapes and
+//! status codes, served by the ledger over gRPC.
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use noema_proto::common::v1::PageRequest;
+use noema_proto::ledger::v1 as pb;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::GatewayState;
+use crate::error::ApiError;
+use crate::go_json::GoJson;
+use crate::time_format::rfc3339_seconds;
+
+/// open-cognition's SystemState: `mode`, `changed_by`, `changed_at` (UTC seconds).
+#[derive(Debug, Serialize)]
+pub struct SystemStateBody {
+    pub mode: &'static str,
+    pub changed_by: String,
+    pub changed_at: String,
+}
+
+fn state_body(state: pb::SystemState) -> SystemStateBody {
+    let mode = match pb::SystemMode::try_from(state.mode) {
+        Ok(pb::SystemMode::Stopped) => "STOPPED",
+        _ => "RUNNING",
+    };
+    SystemStateBody {
+        mode,
+        changed_by: state.changed_by,
+        changed_at: state
+            .changed_at
+            .as_ref()
+            .map(rfc3339_seconds)
+            .unwrap_or_default(),
+    }
+}
+
+pub async fn status(
+    State(state): State<GatewayState>,
+) -> Result<GoJson<SystemStateBody>, ApiError> {
+    let mut ledger = state.ledger.clone();
+    let response = ledger.get_status(pb::GetStatusRequest {}).await?;
+    Ok(GoJson(state_body(response.into_inner())))
+}
+
+/// `X-Actor`, or empty (the ledger records `human:unknown`).
+fn actor(headers: &HeaderMap) -> String {
+    headers
+        .get("x-actor")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+pub async fn stop(
+    State(state): State<GatewayState>,
+    headers: HeaderMap,
+) -> Result<GoJson<SystemStateBody>, ApiError> {
+    let mut ledger = state.ledger.clone();
+    let response = ledger
+        .stop(pb::SetModeRequest {
+            actor: actor(&headers),
+        })
+        .await?;
+    Ok(GoJson(state_body(response.into_inner())))
+}
+
+pub async fn resume(
+    State(state): State<GatewayState>,
+    headers: HeaderMap,
+) -> Result<GoJson<SystemStateBody>, ApiError> {
+    let mut ledger = state.ledger.clone();
+    let response = ledger
+        .resume(pb::SetModeRequest {
+            actor: actor(&headers),
+        })
+        .await?;
+    Ok(GoJson(state_body(response.into_inner())))
+}
+
+/// open-cognition's list parameters: a non-integer or negative value means the default,
+/// larger values clamp to 200, and 0 is honoured.
+pub fn list_limit(raw: Option<&str>) -> u32 {
+    const DEFAULT: u32 = 50;
+    const MAX: u32 = 200;
+    match raw.map(str::parse::<i64>) {
+        Some(Ok(n)) if n >= 0 => u32::try_from(n.min(i64::from(MAX))).unwrap_or(MAX),
+        _ => DEFAULT,
+    }
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub struct AuditQuery {
+    limit: Option<String>,
+}
+
+/// AuditEntry in open-cognition's field order, plus the chain fields it lacks.
+#[derive(Debug, Serialize)]
+pub struct AuditEntryBody {
+    pub id: i64,
+    pub occurred_at: String,
+    pub actor: String,
+    pub action: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub target_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub target_type: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Value>,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+pub async fn audit(
+    State(state): State<GatewayState>,
+    Query(query): Query<AuditQuery>,
+) -> Result<GoJson<Vec<AuditEntryBody>>, ApiError> {
+    let limit = list_limit(query.limit.as_deref());
+    if limit == 0 {
+        return Ok(GoJson(Vec::new()));
+    }
+    let mut ledger = state.ledger.clone();
+    let response = ledger
+        .list_audit(pb::ListAuditRequest {
+            page: Some(PageRequest {
+                page_size: limit,
+                page_token: String::new(),
+            }),
+        })
+        .await?;
+    let entries = response
+        .into_inner()
+        .entries
+        .into_iter()
+        .map(|e| AuditEntryBody {
+            id: e.id,
+            occurred_at: e
+                .occurred_at
+                .as_ref()
+                .map(rfc3339_seconds)
+                .unwrap_or_default(),
+            actor: e.actor,
+            action: e.action,
+            target_id: e.target_id,
+            target_type: e.target_type,
+            detail: e
+                .detail
+                .as_ref()
+                .map(noema_proto::json::from_proto_struct)
+                .filter(|d| d.as_object().is_some_and(|m| !m.is_empty())),
+            prev_hash: e.prev_hash,
+            hash: e.hash,
+        })
+        .collect();
+    Ok(GoJson(entries))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::list_limit;
+
+    #[test]
+    fn limits_follow_open_cognition() {
+        assert_eq!(list_limit(None), 50);
+        assert_eq!(list_limit(Some("abc")), 50);
+        assert_eq!(list_limit(Some("-3")), 50);
+        assert_eq!(list_limit(Some("0")), 0);
+        assert_eq!(list_limit(Some("7")), 7);
+        assert_eq!(list_limit(Some("9999")), 200);
+    }
+}

@@ -1,0 +1,4 @@
+//! The ledger's rules: no I/O here.
+
+pub mod audit;
+pub mod mode;

@@ -1,0 +1,202 @@
+//! `noema`: run Noema (all-in-one or one service per process), migrate, inspect config.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use noema::{Node, Role};
+use noema_runtime::config::ConfigLoader;
+use noema_runtime::{NoemaConfig, shutdown, telemetry};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "noema",
+    version,
+    about = "Noema: a self-hosted cognition substrate for autonomous agents",
+    long_about = "Noema keeps agents' memory, identity and provenance: an immutable ledger, \
+                  identities and signed diaries, continuity capsules, a governed orchestrator \
+                  and a world kernel, as gRPC services with a REST gateway.\n\n\
+                  Configuration is layered: defaults, then --config FILE (TOML), then \
+                  NOEMA__SECTION__KEY environment variables, then command-line flags. \
+                  `noema config dump` prints the result."
+)]
+struct Cli {
+    /// TOML configuration file.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run every service and the REST gateway in one process on the embedded default
+    /// (SQLite file per service and objects under --data-dir).
+    Up(ServerFlags),
+    /// Run the named services in this process (e.g. `noema serve ledger`, `noema serve
+    /// gateway`), with storage and peer endpoints from configuration.
+    Serve {
+        /// Services to run: ledger, gateway.
+        #[arg(required = true, value_name = "SERVICE")]
+        services: Vec<Role>,
+        #[command(flatten)]
+        flags: ServerFlags,
+    },
+    /// Apply database migrations for the named services (default: all) and exit.
+    /// Safe to run from several processes at once.
+    Migrate {
+        /// Services to migrate: ledger. Default: every service with a database.
+        #[arg(value_name = "SERVICE")]
+        services: Vec<Role>,
+        #[command(flatten)]
+        flags: ServerFlags,
+    },
+    /// Configuration tools.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the effective configuration (all layers applied) as TOML.
+    Dump(ServerFlags),
+}
+
+/// Flags that override configuration (the last layer).
+#[derive(Debug, Args, Clone, Default)]
+struct ServerFlags {
+    /// Directory for the embedded default's databases, objects and owner token
+    /// [config: server.data_dir, default ./noema-data].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// REST gateway address [config: server.http_addr, default 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR")]
+    http_addr: Option<String>,
+    /// gRPC address of every service in this process [config: server.grpc_addr,
+    /// default 127.0.0.1:50051].
+    #[arg(long, value_name = "ADDR")]
+    grpc_addr: Option<String>,
+    /// Log format: text or json [config: telemetry.log_format].
+    #[arg(long, value_name = "FORMAT")]
+    log_format: Option<String>,
+}
+
+impl ServerFlags {
+    fn apply(&self, mut loader: ConfigLoader) -> ConfigLoader {
+        if let Some(dir) = &self.data_dir {
+            loader = loader.set("server.data_dir", dir.display().to_string());
+        }
+        if let Some(addr) = &self.http_addr {
+            loader = loader.set("server.http_addr", addr.clone());
+        }
+        if let Some(addr) = &self.grpc_addr {
+            loader = loader.set("server.grpc_addr", addr.clone());
+        }
+        if let Some(format) = &self.log_format {
+            loader = loader.set("telemetry.log_format", format.clone());
+        }
+        loader
+    }
+}
+
+/// Writes to stdout; a closed pipe (e.g. `| head`) is not an error worth a panic.
+fn say(text: &str) {
+    let _ = writeln!(std::io::stdout(), "{text}");
+}
+
+fn fail(err: &dyn std::error::Error) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "error: {}", noema_core::ErrorChain(err));
+    ExitCode::FAILURE
+}
+
+fn load(
+    config: Option<&PathBuf>,
+    flags: &ServerFlags,
+) -> Result<NoemaConfig, noema_runtime::ConfigError> {
+    flags
+        .apply(ConfigLoader::new().file(config.map(PathBuf::as_path)))
+        .load()
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Up(flags) => run(cli.config.as_ref(), &flags, &Role::ALL).await,
+        Command::Serve { services, flags } => run(cli.config.as_ref(), &flags, &services).await,
+        Command::Migrate { services, flags } => {
+            migrate(cli.config.as_ref(), &flags, &services).await
+        }
+        Command::Config(ConfigCommand::Dump(flags)) => {
+            match load(cli.config.as_ref(), &flags).and_then(|c| c.to_toml()) {
+                Ok(text) => {
+                    say(text.trim_end());
+                    ExitCode::SUCCESS
+                }
+                Err(err) => fail(&err),
+            }
+        }
+    }
+}
+
+async fn run(config_file: Option<&PathBuf>, flags: &ServerFlags, roles: &[Role]) -> ExitCode {
+    let config = match load(config_file, flags) {
+        Ok(config) => config,
+        Err(err) => return fail(&err),
+    };
+    let _telemetry = match telemetry::init(&config.telemetry) {
+        Ok(guard) => guard,
+        Err(err) => return fail(&err),
+    };
+    let token = shutdown::on_signal();
+    let node = match Box::pin(Node::start(&config, roles, token)).await {
+        Ok(node) => node,
+        Err(err) => {
+            tracing::error!(error = %noema_core::ErrorChain(&err), "start-up failed");
+            return fail(&err);
+        }
+    };
+    if let Some(addr) = node.http_addr {
+        say(&format!("REST  http://{addr}"));
+    }
+    if let Some(addr) = node.grpc_addr {
+        say(&format!("gRPC  {addr}"));
+    }
+    let names: Vec<&str> = roles.iter().map(|r| r.name()).collect();
+    tracing::info!(services = ?names, "noema is serving; SIGTERM or Ctrl-C to stop");
+    match node.wait().await {
+        Ok(()) => {
+            tracing::info!("stopped cleanly");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            tracing::error!(error = %noema_core::ErrorChain(&err), "stopped with an error");
+            fail(&err)
+        }
+    }
+}
+
+async fn migrate(config_file: Option<&PathBuf>, flags: &ServerFlags, roles: &[Role]) -> ExitCode {
+    let config = match load(config_file, flags) {
+        Ok(config) => config,
+        Err(err) => return fail(&err),
+    };
+    let roles: Vec<Role> = if roles.is_empty() {
+        Role::ALL
+            .into_iter()
+            .filter(|r| r.is_grpc_service())
+            .collect()
+    } else {
+        roles.to_vec()
+    };
+    for role in roles {
+        match noema::node::migrate(&config, role).await {
+            Ok(Some(backend)) => say(&format!("{role}: migrations applied ({backend})")),
+            Ok(None) => say(&format!("{role}: no database")),
+            Err(err) => return fail(&err),
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,309 @@
+//! The `noema` binary as an operator uses it: help and version, config layering and
+//! dump, start-up refusing bad settings by name, migrations, and `noema up` serving
+//! until SIGTERM, then exiting 0.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const NOEMA: &str = env!("CARGO_BIN_EXE_noema");
+
+/// A `noema` command with a clean environment layer (no NOEMA__ leaking in).
+fn noema() -> Command {
+    let mut cmd = Command::new(NOEMA);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("NOEMA__") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.env("RUST_LOG", "warn");
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("run noema")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn version_and_help_describe_the_commands() {
+    let out = run(noema().arg("--version"));
+    assert!(out.status.success());
+    assert_eq!(
+        text(&out.stdout).trim(),
+        format!("noema {}", env!("CARGO_PKG_VERSION"))
+    );
+
+    let out = run(noema().arg("--help"));
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    for command in ["up", "serve", "migrate", "config"] {
+        assert!(help.contains(command), "--help lacks {command}: {help}");
+    }
+    for sub in [
+        &["up", "--help"][..],
+        &["serve", "--help"],
+        &["migrate", "--help"],
+        &["config", "dump", "--help"],
+    ] {
+        let out = run(noema().args(sub));
+        assert!(out.status.success(), "{sub:?}");
+        assert!(text(&out.stdout).contains("--data-dir"), "{sub:?}");
+    }
+}
+
+#[test]
+fn config_dump_shows_every_layer() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("noema.toml");
+    std::fs::write(
+        &file,
+        "[server]\ngrpc_addr = \"127.0.0.1:1111\"\nhttp_addr = \"127.0.0.1:2222\"\n",
+    )
+    .unwrap();
+    let out = run(noema()
+        .args([
+            "--config",
+            file.to_str().unwrap(),
+            "config",
+            "dump",
+            "--http-addr",
+            "127.0.0.1:3333",
+        ])
+        .env("NOEMA__TELEMETRY__LOG_FILTER", "debug"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let dump = text(&out.stdout);
+    assert!(
+        dump.contains("grpc_addr = \"127.0.0.1:1111\""),
+        "file layer: {dump}"
+    );
+    assert!(
+        dump.contains("http_addr = \"127.0.0.1:3333\""),
+        "flag beats file: {dump}"
+    );
+    assert!(dump.contains("log_filter = \"debug\""), "env layer: {dump}");
+
+    // The dump is itself a valid config file.
+    let dumped = dir.path().join("dumped.toml");
+    std::fs::write(&dumped, dump.as_bytes()).unwrap();
+    let again = run(noema().args(["--config", dumped.to_str().unwrap(), "config", "dump"]));
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert_eq!(text(&again.stdout), dump);
+}
+
+/// Starts `noema up` with the given extra env and returns its failure output.
+fn failed_start(envs: &[(&str, &str)], args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = noema();
+    cmd.args(["up", "--data-dir", dir.path().to_str().unwrap()])
+        .args(["--grpc-addr", "127.0.0.1:0"])
+        .args(args)
+        .envs(envs.iter().copied());
+    if !args.contains(&"--http-addr") {
+        cmd.args(["--http-addr", "127.0.0.1:0"]);
+    }
+    let out = run(&mut cmd);
+    assert!(
+        !out.status.success(),
+        "start-up should fail for {envs:?} {args:?}"
+    );
+    text(&out.stderr)
+}
+
+#[test]
+fn bad_settings_fail_start_up_naming_the_setting() {
+    let err = failed_start(&[("NOEMA__LEDGER__DATABASE_URL", "mysql://db/x")], &[]);
+    assert!(err.contains("ledger.database_url"), "{err}");
+
+    let err = failed_start(&[("NOEMA__LEDGER__DATABASE_URL", "postgres://[bad")], &[]);
+    assert!(err.contains("ledger.database_url"), "{err}");
+
+    let err = failed_start(&[("NOEMA__LEDGER__OBJECT_STORE_URL", "ftp://x")], &[]);
+    assert!(err.contains("ledger.object_store_url"), "{err}");
+
+    let err = failed_start(
+        &[("NOEMA__LEDGER__OBJECT_STORE_URL", "s3://?endpoint=nope")],
+        &[],
+    );
+    assert!(err.contains("ledger.object_store_url"), "{err}");
+
+    let err = failed_start(&[], &["--http-addr", "not-an-address"]);
+    assert!(err.contains("server.http_addr"), "{err}");
+
+    let err = failed_start(&[("NOEMA__SERVER__SHUTDOWN_GRACE_SECS", "soon")], &[]);
+    assert!(err.contains("server.shutdown_grace_secs"), "{err}");
+
+    let err = failed_start(&[], &["--log-format", "xml"]);
+    assert!(err.contains("telemetry.log_format"), "{err}");
+}
+
+#[test]
+fn migrate_twice_is_a_no_op_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    for _ in 0..2 {
+        let out = run(noema().args(["migrate", "--data-dir", dir.path().to_str().unwrap()]));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("ledger: migrations applied (sqlite)"));
+    }
+    assert!(dir.path().join("ledger.db").is_file());
+}
+
+#[test]
+fn concurrent_migrations_on_postgres_are_safe() {
+    let admin = std::env::var("NOEMA_TEST_DATABASE_URL").expect(
+        "NOEMA_TEST_DATABASE_URL is not set: run the suite through scripts/test, which starts Postgres",
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let url = runtime
+        .block_on(noema_store_testing_db(&admin))
+        .expect("create a test database");
+    let children: Vec<Child> = (0..3)
+        .map(|_| {
+            noema()
+                .args(["migrate", "ledger"])
+                .env("NOEMA__LEDGER__DATABASE_URL", &url)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("ledger: migrations applied (postgres)"));
+    }
+}
+
+async fn noema_store_testing_db(admin: &str) -> Result<String, String> {
+    noema_store::testing::create_test_database(admin, "cli_migrate")
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// A running `noema up` with the addresses it printed.
+struct Running {
+    child: Child,
+    rest: String,
+    grpc: String,
+}
+
+fn start_up(data_dir: &std::path::Path) -> Running {
+    let mut child = noema()
+        .args(["up", "--data-dir", data_dir.to_str().unwrap()])
+        .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let (mut rest, mut grpc) = (None, None);
+    while rest.is_none() || grpc.is_none() {
+        let line = lines
+            .next()
+            .expect("noema up exited before printing its addresses")
+            .unwrap();
+        if let Some(url) = line.strip_prefix("REST  ") {
+            rest = Some(url.to_owned());
+        } else if let Some(addr) = line.strip_prefix("gRPC  ") {
+            grpc = Some(addr.to_owned());
+        }
+    }
+    Running {
+        child,
+        rest: rest.unwrap(),
+        grpc: grpc.unwrap(),
+    }
+}
+
+fn sigterm(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("noema did not exit within {limit:?} of SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_serves_then_drains_on_sigterm_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut running = start_up(dir.path());
+
+    let http = reqwest::Client::new();
+    let health = http
+        .get(format!("{}/healthz", running.rest))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+    let status: serde_json::Value = http
+        .get(format!("{}/status", running.rest))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["mode"], "RUNNING");
+
+    // gRPC answers on the printed address.
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", running.grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut ledger =
+        noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient::new(channel);
+    let state = ledger
+        .get_status(noema_proto::ledger::v1::GetStatusRequest {})
+        .await
+        .unwrap();
+    assert_eq!(state.get_ref().changed_by, "system:init");
+
+    // A stop written before SIGTERM is still there after a restart on the same data dir.
+    let stopped = http
+        .post(format!("{}/stop", running.rest))
+        .header("X-Actor", "ops:test")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stopped.status().as_u16(), 200);
+
+    sigterm(&running.child);
+    let exit = wait_exit(&mut running.child, Duration::from_secs(20));
+    assert!(exit.success(), "exit status after SIGTERM: {exit:?}");
+
+    let mut again = start_up(dir.path());
+    let status: serde_json::Value = http
+        .get(format!("{}/status", again.rest))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["mode"], "STOPPED");
+    assert_eq!(status["changed_by"], "ops:test");
+    sigterm(&again.child);
+    assert!(wait_exit(&mut again.child, Duration::from_secs(20)).success());
+}

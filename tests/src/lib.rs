@@ -1,0 +1,47 @@
+//! Shared pieces of the end-to-end suite. Each case is written once as
+//! `async fn case(cluster: TestCluster)` and `cluster_cases!` runs it on every shape
+//! (all-in-one, split) and every backend (SQLite + files, Postgres + S3).
+
+pub use noema_test_support::{Backend, Shape, TestCluster};
+
+/// Starts a cluster, failing the test loudly (never skipping) when a backend is missing.
+pub async fn cluster(backend: Backend, shape: Shape) -> TestCluster {
+    match TestCluster::start(backend, shape).await {
+        Ok(cluster) => cluster,
+        Err(err) => panic!("cannot start a {shape:?} cluster on {backend}: {err}"),
+    }
+}
+
+/// A REST client for the cluster's gateway.
+pub fn http() -> reqwest::Client {
+    reqwest::Client::new()
+}
+
+/// Expands each named case into one test per shape × backend.
+#[macro_export]
+macro_rules! cluster_cases {
+    ($($case:ident),* $(,)?) => {
+        $crate::cluster_cases!(@shape all_in_one_sqlite, Sqlite, AllInOne; $($case),*);
+        $crate::cluster_cases!(@shape split_sqlite, Sqlite, Split; $($case),*);
+        $crate::cluster_cases!(@shape all_in_one_postgres_s3, PostgresS3, AllInOne; $($case),*);
+        $crate::cluster_cases!(@shape split_postgres_s3, PostgresS3, Split; $($case),*);
+    };
+    (@shape $module:ident, $backend:ident, $shape:ident; $($case:ident),*) => {
+        mod $module {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let cluster = $crate::cluster(
+                        $crate::Backend::$backend,
+                        $crate::Shape::$shape,
+                    )
+                    .await;
+                    super::$case(&cluster).await;
+                    if let Err(err) = cluster.shutdown().await {
+                        panic!("cluster did not shut down cleanly: {err}");
+                    }
+                }
+            )*
+        }
+    };
+}

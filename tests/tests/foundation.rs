@@ -1,0 +1,246 @@
+//! The foundation seen from outside: health, readiness, metrics, OpenAPI, reflection,
+//! and the ledger's system mode and audit chain, through REST and gRPC.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use noema_e2e::{TestCluster, cluster_cases, http};
+use noema_proto::ledger::v1 as pb;
+use serde_json::Value;
+use tokio_stream::StreamExt;
+
+cluster_cases!(
+    liveness_and_readiness,
+    mode_transitions_are_audited_and_chained,
+    grpc_health_and_reflection_list_the_ledger,
+    openapi_documents_every_served_route,
+    metrics_count_requests,
+    bad_input_gets_invalid_argument,
+    unknown_routes_are_404,
+);
+
+async fn get_json(url: &str) -> (u16, Value) {
+    let response = http().get(url).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+async fn liveness_and_readiness(cluster: &TestCluster) {
+    let (status, body) = get_json(&format!("{}/healthz", cluster.rest_url)).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["status"], "ok");
+    let (status, body) = get_json(&format!("{}/readyz", cluster.rest_url)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["services"]["noema.ledger.v1.LedgerService"], "serving");
+}
+
+async fn mode_transitions_are_audited_and_chained(cluster: &TestCluster) {
+    let base = &cluster.rest_url;
+    let (status, body) = get_json(&format!("{base}/status")).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["mode"], "RUNNING");
+    assert_eq!(body["changed_by"], "system:init");
+
+    let response = http()
+        .post(format!("{base}/stop"))
+        .header("X-Actor", "ops:alice")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.unwrap();
+    assert!(text.ends_with("}\n"), "Go-style trailing newline: {text:?}");
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["mode"], "STOPPED");
+    assert_eq!(body["changed_by"], "ops:alice");
+    let changed_at = body["changed_at"].as_str().unwrap();
+    assert_eq!(changed_at.len(), 20, "UTC seconds with Z: {changed_at}");
+    assert!(changed_at.ends_with('Z'));
+
+    // Reads continue while STOPPED; no actor header means human:unknown.
+    let (_, body) = get_json(&format!("{base}/status")).await;
+    assert_eq!(body["mode"], "STOPPED");
+    let response = http().post(format!("{base}/resume")).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["mode"], "RUNNING");
+    assert_eq!(body["changed_by"], "human:unknown");
+
+    let (status, audit) = get_json(&format!("{base}/audit")).await;
+    assert_eq!(status, 200);
+    let entries = audit.as_array().unwrap();
+    let actions: Vec<&str> = entries
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["resume", "stop", "init"], "newest first");
+    assert_eq!(entries[1]["actor"], "ops:alice");
+    assert_eq!(entries[1]["target_type"], "system_state");
+    assert_eq!(entries[1]["detail"]["mode"], "STOPPED");
+    assert!(
+        entries[1].get("target_id").is_none(),
+        "empty target_id is omitted"
+    );
+    assert_eq!(entries[2]["actor"], "system:init");
+    // Each entry commits to the one before it.
+    for pair in entries.windows(2) {
+        assert_eq!(pair[0]["prev_hash"], pair[1]["hash"]);
+    }
+    assert_eq!(entries[2]["prev_hash"], "");
+
+    let (_, limited) = get_json(&format!("{base}/audit?limit=1")).await;
+    assert_eq!(limited.as_array().unwrap().len(), 1);
+    let (_, none) = get_json(&format!("{base}/audit?limit=0")).await;
+    assert_eq!(none, Value::Array(vec![]));
+
+    // The same log over gRPC, paged.
+    let mut ledger = cluster.ledger().await.unwrap();
+    let first = ledger
+        .list_audit(pb::ListAuditRequest {
+            page: Some(noema_proto::common::v1::PageRequest {
+                page_size: 2,
+                page_token: String::new(),
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.entries.len(), 2);
+    let token = first.page.unwrap().next_page_token;
+    assert!(!token.is_empty());
+    let rest = ledger
+        .list_audit(pb::ListAuditRequest {
+            page: Some(noema_proto::common::v1::PageRequest {
+                page_size: 2,
+                page_token: token,
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(rest.entries.len(), 1);
+    assert_eq!(rest.entries[0].action, "init");
+    assert!(rest.page.unwrap().next_page_token.is_empty());
+}
+
+async fn grpc_health_and_reflection_list_the_ledger(cluster: &TestCluster) {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+
+    let channel = cluster.ledger_channel().await.unwrap();
+    let mut health = HealthClient::new(channel.clone());
+    for service in ["", "noema.ledger.v1.LedgerService"] {
+        let response = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            response.get_ref().status,
+            ServingStatus::Serving as i32,
+            "{service:?}"
+        );
+    }
+
+    let mut reflection = ServerReflectionClient::new(channel);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut responses = reflection
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let response = responses.next().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else {
+        panic!("unexpected reflection response");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for expected in [
+        "noema.ledger.v1.LedgerService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+}
+
+async fn openapi_documents_every_served_route(cluster: &TestCluster) {
+    let (status, doc) = get_json(&format!("{}/openapi.json", cluster.rest_url)).await;
+    assert_eq!(status, 200);
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths = doc["paths"].as_object().unwrap();
+    for expected in [
+        "/healthz", "/readyz", "/metrics", "/status", "/stop", "/resume", "/audit",
+    ] {
+        assert!(paths.contains_key(expected), "{expected} not documented");
+    }
+    // Every documented GET answers (no 404/405): the document describes what is served.
+    for (path, ops) in paths {
+        if ops.get("get").is_some() && !path.contains('{') {
+            let response = http()
+                .get(format!("{}{path}", cluster.rest_url))
+                .send()
+                .await
+                .unwrap();
+            let code = response.status().as_u16();
+            assert!(code != 404 && code != 405, "GET {path} → {code}");
+        }
+    }
+}
+
+async fn metrics_count_requests(cluster: &TestCluster) {
+    http()
+        .get(format!("{}/status", cluster.rest_url))
+        .send()
+        .await
+        .unwrap();
+    let response = http()
+        .get(format!("{}/metrics", cluster.rest_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(content_type.starts_with("text/plain"), "{content_type}");
+    let text = response.text().await.unwrap();
+    assert!(
+        text.contains("noema_http_requests_total{method=\"GET\",route=\"/status\",status=\"200\"}"),
+        "{text}"
+    );
+}
+
+async fn bad_input_gets_invalid_argument(cluster: &TestCluster) {
+    let mut ledger = cluster.ledger().await.unwrap();
+    let err = ledger
+        .list_audit(pb::ListAuditRequest {
+            page: Some(noema_proto::common::v1::PageRequest {
+                page_size: 10,
+                page_token: "not-a-token".into(),
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("page_token"), "{}", err.message());
+}
+
+async fn unknown_routes_are_404(cluster: &TestCluster) {
+    let response = http()
+        .get(format!("{}/no/such/route", cluster.rest_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 404);
+}
