@@ -1,7 +1,12 @@
-//! Compiles every contract under `proto/` with protox (pure Rust, no system `protoc`)
-//! and writes the encoded descriptor set next to the generated code for reflection.
+//! Compiles every contract under `proto/` with protox (pure Rust, no system `protoc`),
+//! writes the encoded descriptor set for reflection, and derives the table of required
+//! scopes from each RPC's `(noema.common.v1.required_scope)` option. An RPC without that
+//! option fails the build, so no RPC can ship without an access rule.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+use prost_reflect::{DescriptorPool, Value};
 
 fn collect_protos(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
@@ -13,6 +18,45 @@ fn collect_protos(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+fn method_scopes(pool: &DescriptorPool) -> Result<String, String> {
+    let option = pool
+        .get_extension_by_name("noema.common.v1.required_scope")
+        .ok_or("noema.common.v1.required_scope is not defined")?;
+    let mut table = String::from(
+        "/// `(gRPC path, required scope)` for every Noema RPC, from its `required_scope` option.\n\
+         pub const METHOD_SCOPES: &[(&str, &str)] = &[\n",
+    );
+    for service in pool.services() {
+        if !service.full_name().starts_with("noema.") {
+            continue;
+        }
+        for method in service.methods() {
+            let options = method.options();
+            let scope = match options.get_extension(&option).as_ref() {
+                Value::String(scope) if options.has_extension(&option) && !scope.is_empty() => {
+                    scope.clone()
+                }
+                _ => {
+                    return Err(format!(
+                        "rpc {}.{} has no (noema.common.v1.required_scope) option",
+                        service.full_name(),
+                        method.name()
+                    ));
+                }
+            };
+            let _ = writeln!(
+                table,
+                "    (\"/{}/{}\", {:?}),",
+                service.full_name(),
+                method.name(),
+                scope
+            );
+        }
+    }
+    table.push_str("];\n");
+    Ok(table)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -27,8 +71,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("cargo:rerun-if-changed={}", file.display());
     }
 
-    let descriptors = protox::compile(&files, [&proto_root])?;
+    let mut compiler = protox::Compiler::new([&proto_root])?;
+    compiler.include_imports(true);
+    compiler.open_files(&files)?;
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(
+        out_dir.join("method_scopes.rs"),
+        method_scopes(&compiler.descriptor_pool())?,
+    )?;
+    let descriptors = compiler.file_descriptor_set();
     std::fs::write(
         out_dir.join("noema_descriptor.bin"),
         prost::Message::encode_to_vec(&descriptors),

@@ -255,16 +255,21 @@ noema_moto_install() {
     fi
   fi
   noema_info "moto_server not found; installing moto[server] from PyPI"
-  if python3 -m pip install --disable-pip-version-check -q 'moto[server]' </dev/null; then
+  noema_backends_tmp
+  local piplog=$NOEMA_BACKENDS_TMP/pip-install.log
+  if python3 -m pip install --disable-pip-version-check -q 'moto[server]' </dev/null >"$piplog" 2>&1; then
     return 0
   fi
-  # e.g. an "externally managed" system Python: use a private virtualenv instead.
+  # e.g. an "externally managed" (PEP 668) system Python: use a private virtualenv.
   local venv
   venv=$(noema_moto_venv)
-  noema_warn "pip install into $(command -v python3) failed; using a virtualenv at $venv"
+  noema_info "pip install into $(command -v python3) failed ($(grep -m 1 -i error "$piplog" || true));" \
+    "using a virtualenv at $venv"
   mkdir -p "$(dirname "$venv")"
-  if ! python3 -m venv "$venv" </dev/null ||
-    ! "$venv/bin/python" -m pip install --disable-pip-version-check -q 'moto[server]' </dev/null; then
+  if ! python3 -m venv "$venv" </dev/null >>"$piplog" 2>&1 ||
+    ! "$venv/bin/python" -m pip install --disable-pip-version-check -q 'moto[server]' \
+      </dev/null >>"$piplog" 2>&1; then
+    noema_dump_log 'pip output' "$piplog"
     noema_die "cannot install moto[server] (tried pip and a virtualenv at $venv)"
   fi
 }

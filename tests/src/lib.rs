@@ -12,9 +12,29 @@ pub async fn cluster(backend: Backend, shape: Shape) -> TestCluster {
     }
 }
 
-/// A REST client for the cluster's gateway.
-pub fn http() -> reqwest::Client {
+/// A REST client without credentials.
+pub fn anonymous() -> reqwest::Client {
     reqwest::Client::new()
+}
+
+/// A REST client whose requests carry `token`.
+pub fn client_as(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    match format!("Bearer {token}").parse() {
+        Ok(value) => {
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
+        Err(_) => panic!("token is not a valid header value"),
+    }
+    match reqwest::Client::builder().default_headers(headers).build() {
+        Ok(client) => client,
+        Err(err) => panic!("cannot build a REST client: {err}"),
+    }
+}
+
+/// A REST client acting as the cluster's owner.
+pub fn owner(cluster: &TestCluster) -> reqwest::Client {
+    client_as(&cluster.owner_token)
 }
 
 /// Expands each named case into one test per shape × backend.

@@ -3,8 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use noema_e2e::{TestCluster, cluster_cases, http};
-use noema_proto::ledger::v1 as pb;
+use noema_e2e::{TestCluster, anonymous, cluster_cases, owner};
 use serde_json::Value;
 use tokio_stream::StreamExt;
 
@@ -18,29 +17,41 @@ cluster_cases!(
     unknown_routes_are_404,
 );
 
-async fn get_json(url: &str) -> (u16, Value) {
-    let response = http().get(url).send().await.unwrap();
+async fn get_json(cluster: &TestCluster, path: &str) -> (u16, Value) {
+    let url = format!("{}{path}", cluster.rest_url);
+    let response = owner(cluster).get(url).send().await.unwrap();
     let status = response.status().as_u16();
     (status, response.json().await.unwrap())
 }
 
 async fn liveness_and_readiness(cluster: &TestCluster) {
-    let (status, body) = get_json(&format!("{}/healthz", cluster.rest_url)).await;
+    let (status, body) = get_json(cluster, "/healthz").await;
     assert_eq!(status, 200);
     assert_eq!(body["status"], "ok");
-    let (status, body) = get_json(&format!("{}/readyz", cluster.rest_url)).await;
+    let (status, body) = get_json(cluster, "/readyz").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["services"]["noema.ledger.v1.LedgerService"], "serving");
+    assert_eq!(
+        body["services"]["noema.identity.v1.IdentityService"],
+        "serving"
+    );
+    // Operations endpoints need no token.
+    let response = anonymous()
+        .get(format!("{}/healthz", cluster.rest_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
 }
 
 async fn mode_transitions_are_audited_and_chained(cluster: &TestCluster) {
     let base = &cluster.rest_url;
-    let (status, body) = get_json(&format!("{base}/status")).await;
+    let (status, body) = get_json(cluster, "/status").await;
     assert_eq!(status, 200);
     assert_eq!(body["mode"], "RUNNING");
     assert_eq!(body["changed_by"], "system:init");
 
-    let response = http()
+    let response = owner(cluster)
         .post(format!("{base}/stop"))
         .header("X-Actor", "ops:alice")
         .send()
@@ -57,15 +68,19 @@ async fn mode_transitions_are_audited_and_chained(cluster: &TestCluster) {
     assert!(changed_at.ends_with('Z'));
 
     // Reads continue while STOPPED; no actor header means human:unknown.
-    let (_, body) = get_json(&format!("{base}/status")).await;
+    let (_, body) = get_json(cluster, "/status").await;
     assert_eq!(body["mode"], "STOPPED");
-    let response = http().post(format!("{base}/resume")).send().await.unwrap();
+    let response = owner(cluster)
+        .post(format!("{base}/resume"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status().as_u16(), 200);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["mode"], "RUNNING");
     assert_eq!(body["changed_by"], "human:unknown");
 
-    let (status, audit) = get_json(&format!("{base}/audit")).await;
+    let (status, audit) = get_json(cluster, "/audit").await;
     assert_eq!(status, 200);
     let entries = audit.as_array().unwrap();
     let actions: Vec<&str> = entries
@@ -87,15 +102,15 @@ async fn mode_transitions_are_audited_and_chained(cluster: &TestCluster) {
     }
     assert_eq!(entries[2]["prev_hash"], "");
 
-    let (_, limited) = get_json(&format!("{base}/audit?limit=1")).await;
+    let (_, limited) = get_json(cluster, "/audit?limit=1").await;
     assert_eq!(limited.as_array().unwrap().len(), 1);
-    let (_, none) = get_json(&format!("{base}/audit?limit=0")).await;
+    let (_, none) = get_json(cluster, "/audit?limit=0").await;
     assert_eq!(none, Value::Array(vec![]));
 
     // The same log over gRPC, paged.
     let mut ledger = cluster.ledger().await.unwrap();
     let first = ledger
-        .list_audit(pb::ListAuditRequest {
+        .list_audit(noema_proto::common::v1::ListAuditRequest {
             page: Some(noema_proto::common::v1::PageRequest {
                 page_size: 2,
                 page_token: String::new(),
@@ -108,7 +123,7 @@ async fn mode_transitions_are_audited_and_chained(cluster: &TestCluster) {
     let token = first.page.unwrap().next_page_token;
     assert!(!token.is_empty());
     let rest = ledger
-        .list_audit(pb::ListAuditRequest {
+        .list_audit(noema_proto::common::v1::ListAuditRequest {
             page: Some(noema_proto::common::v1::PageRequest {
                 page_size: 2,
                 page_token: token,
@@ -133,6 +148,7 @@ async fn grpc_health_and_reflection_list_the_ledger(cluster: &TestCluster) {
     let channel = cluster.ledger_channel().await.unwrap();
     let mut health = HealthClient::new(channel.clone());
     for service in ["", "noema.ledger.v1.LedgerService"] {
+        // Health is public: no token on this client.
         let response = health
             .check(HealthCheckRequest {
                 service: service.into(),
@@ -174,7 +190,7 @@ async fn grpc_health_and_reflection_list_the_ledger(cluster: &TestCluster) {
 }
 
 async fn openapi_documents_every_served_route(cluster: &TestCluster) {
-    let (status, doc) = get_json(&format!("{}/openapi.json", cluster.rest_url)).await;
+    let (status, doc) = get_json(cluster, "/openapi.json").await;
     assert_eq!(status, 200);
     assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
@@ -183,27 +199,33 @@ async fn openapi_documents_every_served_route(cluster: &TestCluster) {
     ] {
         assert!(paths.contains_key(expected), "{expected} not documented");
     }
-    // Every documented GET answers (no 404/405): the document describes what is served.
+    // Every documented GET is routed: the document describes what is served. (A routed
+    // 404 is a JSON error about a resource; an unrouted one has an empty body.)
     for (path, ops) in paths {
         if ops.get("get").is_some() && !path.contains('{') {
-            let response = http()
+            let response = owner(cluster)
                 .get(format!("{}{path}", cluster.rest_url))
                 .send()
                 .await
                 .unwrap();
             let code = response.status().as_u16();
-            assert!(code != 404 && code != 405, "GET {path} → {code}");
+            let body = response.text().await.unwrap();
+            assert_ne!(code, 405, "GET {path}");
+            assert!(
+                code != 404 || body.contains("\"error\""),
+                "GET {path} is not routed"
+            );
         }
     }
 }
 
 async fn metrics_count_requests(cluster: &TestCluster) {
-    http()
+    owner(cluster)
         .get(format!("{}/status", cluster.rest_url))
         .send()
         .await
         .unwrap();
-    let response = http()
+    let response = owner(cluster)
         .get(format!("{}/metrics", cluster.rest_url))
         .send()
         .await
@@ -224,7 +246,7 @@ async fn metrics_count_requests(cluster: &TestCluster) {
 async fn bad_input_gets_invalid_argument(cluster: &TestCluster) {
     let mut ledger = cluster.ledger().await.unwrap();
     let err = ledger
-        .list_audit(pb::ListAuditRequest {
+        .list_audit(noema_proto::common::v1::ListAuditRequest {
             page: Some(noema_proto::common::v1::PageRequest {
                 page_size: 10,
                 page_token: "not-a-token".into(),
@@ -237,7 +259,7 @@ async fn bad_input_gets_invalid_argument(cluster: &TestCluster) {
 }
 
 async fn unknown_routes_are_404(cluster: &TestCluster) {
-    let response = http()
+    let response = owner(cluster)
         .get(format!("{}/no/such/route", cluster.rest_url))
         .send()
         .await

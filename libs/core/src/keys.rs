@@ -690,3 +690,39 @@ mod tests {
         assert_eq!(reference_signing_message("", "", "", ""), ":::");
     }
 }
+
+/// The bytes an agent signs with its CURRENT key to rotate to `new_key`: RFC 8785 JSON of
+/// `{"action":"rotate_key","agent_id","new_public_key","old_public_key","v":"noema:key-rotation:v1"}`.
+/// Naming both keys means a proof cannot be replayed after a later rotation.
+pub fn key_rotation_message(
+    agent_id: &str,
+    old_key: &PublicKey,
+    new_key: &PublicKey,
+) -> Result<Vec<u8>, crate::jcs::JcsError> {
+    crate::jcs::canonicalize(&serde_json::json!({
+        "action": "rotate_key",
+        "agent_id": agent_id,
+        "new_public_key": new_key.to_prefixed(),
+        "old_public_key": old_key.to_prefixed(),
+        "v": "noema:key-rotation:v1",
+    }))
+}
+
+#[cfg(test)]
+mod rotation_tests {
+    use super::*;
+
+    #[test]
+    fn rotation_message_is_canonical_json_naming_both_keys() {
+        let old = PublicKey::from_bytes([1; 32]);
+        let new = PublicKey::from_bytes([2; 32]);
+        let message = key_rotation_message("agent:a", &old, &new).unwrap_or_default();
+        let text = String::from_utf8(message).unwrap_or_default();
+        assert!(
+            text.starts_with("{\"action\":\"rotate_key\",\"agent_id\":\"agent:a\""),
+            "{text}"
+        );
+        assert!(text.contains(&old.to_prefixed()) && text.contains(&new.to_prefixed()));
+        assert!(text.ends_with("\"v\":\"noema:key-rotation:v1\"}"), "{text}");
+    }
+}

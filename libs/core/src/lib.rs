@@ -3,10 +3,12 @@
 //! Nothing here does I/O: content ids, canonical JSON, CIDs, Ed25519 encodings and the
 //! error vocabulary are pure functions that both the services and the client SDK use.
 
+pub mod audit;
 pub mod cid;
 pub mod content_id;
 pub mod error;
 pub mod jcs;
 pub mod keys;
+pub mod scopes;
 
 pub use error::{ErrorChain, ErrorCode, ServiceError, to_status};

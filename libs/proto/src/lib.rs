@@ -10,10 +10,27 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 
 pub mod json;
 
+include!(concat!(env!("OUT_DIR"), "/method_scopes.rs"));
+
+/// The scope an RPC requires, by its gRPC path (`/package.Service/Method`).
+pub fn required_scope(path: &str) -> Option<&'static str> {
+    METHOD_SCOPES
+        .iter()
+        .find(|(method, _)| *method == path)
+        .map(|(_, scope)| *scope)
+}
+
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod common {
     pub mod v1 {
         include!(concat!(env!("OUT_DIR"), "/noema.common.v1.rs"));
+    }
+}
+
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod identity {
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/noema.identity.v1.rs"));
     }
 }
 

@@ -26,9 +26,25 @@ pub enum ConfigError {
 pub struct NoemaConfig {
     pub server: ServerConfig,
     pub telemetry: TelemetryConfig,
+    pub auth: AuthConfig,
+    pub identity: StorageConfig,
     pub ledger: StorageConfig,
     pub endpoints: Endpoints,
     pub gateway: GatewayConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Scopes granted to requests without a token. Empty (the default) means every request
+    /// needs a token; anything else is logged loudly at start-up.
+    pub anonymous_scopes: Vec<String>,
+    /// How long a service remembers a token's principal; a revoked token stops working
+    /// within this time. 1 to 30 seconds.
+    pub cache_ttl_secs: u64,
+    /// `sha256:<hex>` of the owner token (split shape: from a secret). Empty in the embedded
+    /// default, where the token lives in `<data_dir>/owner.token`.
+    pub owner_token_sha256: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,6 +97,7 @@ pub struct StorageConfig {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Endpoints {
+    pub identity: String,
     pub ledger: String,
 }
 
@@ -107,6 +124,15 @@ impl Default for NoemaConfig {
                 log_filter: "info".into(),
                 service_name: "noema".into(),
                 otlp_endpoint: String::new(),
+            },
+            auth: AuthConfig {
+                anonymous_scopes: Vec::new(),
+                cache_ttl_secs: 10,
+                owner_token_sha256: String::new(),
+            },
+            identity: StorageConfig {
+                max_connections: 10,
+                ..StorageConfig::default()
             },
             ledger: StorageConfig {
                 max_connections: 10,
@@ -237,24 +263,61 @@ impl NoemaConfig {
         if self.server.data_dir.as_os_str().is_empty() {
             return Err(invalid("server.data_dir", "must not be empty"));
         }
-        check_scheme(
-            "ledger.database_url",
-            &self.ledger.database_url,
-            &["sqlite:", "postgres://", "postgresql://"],
-        )?;
-        check_scheme(
-            "ledger.object_store_url",
-            &self.ledger.object_store_url,
-            &["file://", "s3://"],
-        )?;
-        if self.ledger.max_connections == 0 {
-            return Err(invalid("ledger.max_connections", "must be at least 1"));
+        for (service, storage) in [("identity", &self.identity), ("ledger", &self.ledger)] {
+            check_scheme(
+                &format!("{service}.database_url"),
+                &storage.database_url,
+                &["sqlite:", "postgres://", "postgresql://"],
+            )?;
+            check_scheme(
+                &format!("{service}.object_store_url"),
+                &storage.object_store_url,
+                &["file://", "s3://"],
+            )?;
+            if storage.max_connections == 0 {
+                return Err(invalid(
+                    &format!("{service}.max_connections"),
+                    "must be at least 1",
+                ));
+            }
         }
+        check_scheme(
+            "endpoints.identity",
+            &self.endpoints.identity,
+            &["http://", "https://"],
+        )?;
         check_scheme(
             "endpoints.ledger",
             &self.endpoints.ledger,
             &["http://", "https://"],
         )?;
+        if !(1..=30).contains(&self.auth.cache_ttl_secs) {
+            return Err(invalid(
+                "auth.cache_ttl_secs",
+                "must be between 1 and 30 seconds",
+            ));
+        }
+        for scope in &self.auth.anonymous_scopes {
+            if !noema_core::scopes::is_known_scope(scope) {
+                return Err(invalid(
+                    "auth.anonymous_scopes",
+                    format!(
+                        "unknown scope {scope:?}; known scopes: {}",
+                        noema_core::scopes::known_scopes().join(", ")
+                    ),
+                ));
+            }
+        }
+        let owner = &self.auth.owner_token_sha256;
+        if !owner.is_empty() {
+            let hex = owner.strip_prefix("sha256:").unwrap_or_default();
+            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(invalid(
+                    "auth.owner_token_sha256",
+                    "must be sha256:<64 hex digits> (the SHA-256 of the owner token)",
+                ));
+            }
+        }
         if self.gateway.request_timeout_secs == 0 {
             return Err(invalid(
                 "gateway.request_timeout_secs",
@@ -277,6 +340,18 @@ impl NoemaConfig {
         self.storage_url(&self.ledger.database_url, |dir| {
             format!("sqlite://{}", dir.join("ledger.db").display())
         })
+    }
+
+    /// The identity service's database URL, defaulting to a SQLite file under the data dir.
+    pub fn identity_database_url(&self) -> String {
+        self.storage_url(&self.identity.database_url, |dir| {
+            format!("sqlite://{}", dir.join("identity.db").display())
+        })
+    }
+
+    /// Where the embedded default keeps the owner token.
+    pub fn owner_token_path(&self) -> PathBuf {
+        self.server.data_dir.join("owner.token")
     }
 
     /// The ledger's object store URL, defaulting to `file://<data_dir>/objects`.
@@ -361,6 +436,27 @@ mod tests {
             .load()
             .unwrap_err();
         assert!(err.to_string().contains("ledger.object_store_url"), "{err}");
+
+        let err = ConfigLoader::new()
+            .without_env()
+            .set("auth.cache_ttl_secs", 60)
+            .load()
+            .unwrap_err();
+        assert!(err.to_string().contains("auth.cache_ttl_secs"), "{err}");
+
+        let err = ConfigLoader::new()
+            .without_env()
+            .set("auth.anonymous_scopes", vec!["ledger:everything"])
+            .load()
+            .unwrap_err();
+        assert!(err.to_string().contains("auth.anonymous_scopes"), "{err}");
+
+        let err = ConfigLoader::new()
+            .without_env()
+            .set("auth.owner_token_sha256", "abc")
+            .load()
+            .unwrap_err();
+        assert!(err.to_string().contains("auth.owner_token_sha256"), "{err}");
     }
 
     #[test]

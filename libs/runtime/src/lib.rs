@@ -2,6 +2,7 @@
 //! server assembly (health, reflection, graceful shutdown), metrics, and channels to
 //! other services.
 
+pub mod auth;
 pub mod client;
 pub mod config;
 pub mod metrics;

@@ -15,6 +15,7 @@ use tonic::service::RoutesBuilder;
 use tonic_health::ServingStatus;
 use tonic_health::server::{HealthReporter, HealthService};
 
+use crate::auth::AuthLayer;
 use crate::metrics;
 use crate::trace_context;
 
@@ -31,20 +32,17 @@ pub struct GrpcServer {
     routes: RoutesBuilder,
     names: Vec<&'static str>,
     health: HealthReporter,
-}
-
-impl Default for GrpcServer {
-    fn default() -> Self {
-        Self::new()
-    }
+    auth: AuthLayer,
 }
 
 impl GrpcServer {
-    pub fn new() -> Self {
+    /// A server whose every non-public RPC goes through `auth`.
+    pub fn new(auth: AuthLayer) -> Self {
         GrpcServer {
             routes: RoutesBuilder::default(),
             names: Vec::new(),
             health: HealthReporter::new(),
+            auth,
         }
     }
 
@@ -87,6 +85,7 @@ impl GrpcServer {
             mut routes,
             names,
             health,
+            auth,
         } = self;
         let health_service = tonic_health::pb::health_server::HealthServer::new(
             HealthService::from_health_reporter(health.clone()),
@@ -129,6 +128,7 @@ impl GrpcServer {
                 span
             })
             .layer(GrpcMetricsLayer)
+            .layer(auth)
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming, drain);
         // The drain future resolves as soon as shutdown starts; bound the wait for

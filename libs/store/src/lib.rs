@@ -8,6 +8,7 @@
 //!
 //! This crate holds no service's SQL: services own their queries and migrations.
 
+pub mod audit;
 pub mod db;
 pub mod object;
 mod redact;

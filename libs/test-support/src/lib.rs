@@ -7,11 +7,16 @@ use std::fmt;
 use std::net::SocketAddr;
 
 use noema::{Node, NodeError, Role};
+use noema_proto::identity::v1::IssueTokenRequest;
+use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
 use noema_runtime::NoemaConfig;
 use noema_runtime::config::ConfigLoader;
 use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 /// Env var with an admin URL of the test Postgres server (set by `scripts/test`).
@@ -71,6 +76,10 @@ pub struct TestCluster {
     pub rest_url: String,
     /// gRPC endpoint of the ledger, e.g. `http://127.0.0.1:41235`.
     pub ledger_endpoint: String,
+    /// gRPC endpoint of the identity service.
+    pub identity_endpoint: String,
+    /// The owner (superuser) token.
+    pub owner_token: String,
     nodes: Vec<Node>,
     shutdown: CancellationToken,
     _data_dir: TempDir,
@@ -106,22 +115,45 @@ impl TestCluster {
     }
 
     pub async fn start(backend: Backend, shape: Shape) -> Result<TestCluster, ClusterError> {
+        Self::start_with(backend, shape, &[]).await
+    }
+
+    /// Starts a cluster with extra config settings: dotted keys and TOML literal values,
+    /// e.g. `("auth.cache_ttl_secs", "2")` or `("auth.anonymous_scopes", "[\"ledger:read\"]")`.
+    pub async fn start_with(
+        backend: Backend,
+        shape: Shape,
+        settings: &[(&str, &str)],
+    ) -> Result<TestCluster, ClusterError> {
         let data_dir = tempfile::tempdir()?;
+        let owner_token = format!("noema_test_owner_{}", uuid::Uuid::new_v4().simple());
         let mut loader = ConfigLoader::new()
             .without_env()
             .set("server.data_dir", data_dir.path().display().to_string())
             .set("server.grpc_addr", "127.0.0.1:0")
             .set("server.http_addr", "127.0.0.1:0")
-            .set("server.shutdown_grace_secs", 5);
+            .set("server.shutdown_grace_secs", 5)
+            .set(
+                "auth.owner_token_sha256",
+                noema_identity::token_sha256(&owner_token),
+            );
         if backend == Backend::PostgresS3 {
             let admin_url = require_env(DATABASE_URL_ENV)?;
             let s3_url = require_env(S3_URL_ENV)?;
-            let ledger_db =
-                noema_store::testing::create_test_database(&admin_url, "ledger").await?;
-            loader = loader.set("ledger.database_url", ledger_db).set(
+            for service in ["identity", "ledger"] {
+                let url = noema_store::testing::create_test_database(&admin_url, service).await?;
+                loader = loader.set(&format!("{service}.database_url"), url);
+            }
+            loader = loader.set(
                 "ledger.object_store_url",
                 with_fresh_prefix(&s3_url, "ledger"),
             );
+        }
+        for (key, literal) in settings {
+            let mut table: toml::Table = toml::from_str(&format!("value = {literal}"))
+                .map_err(|e| ClusterError::Io(std::io::Error::other(format!("{key}: {e}"))))?;
+            let value = table.remove("value").unwrap_or(toml::Value::Boolean(false));
+            loader = loader.set(key, value);
         }
         let config = loader.load()?;
         let shutdown = CancellationToken::new();
@@ -131,39 +163,104 @@ impl TestCluster {
                 vec![Node::start(&config, &Role::ALL, shutdown.child_token()).await?]
             }
             Shape::Split => {
-                let ledger = Node::start(&config, &[Role::Ledger], shutdown.child_token()).await?;
-                let ledger_addr = bound(ledger.grpc_addr)?;
-                let mut gateway_config: NoemaConfig = config.clone();
-                gateway_config.endpoints.ledger = format!("http://{ledger_addr}");
-                let gateway =
-                    Node::start(&gateway_config, &[Role::Gateway], shutdown.child_token()).await?;
-                vec![ledger, gateway]
+                // Each service in its own node, wired only by config, as separate pods would be.
+                let identity =
+                    Node::start(&config, &[Role::Identity], shutdown.child_token()).await?;
+                let mut wired: NoemaConfig = config.clone();
+                wired.endpoints.identity = format!("http://{}", bound(identity.grpc_addr)?);
+                let ledger = Node::start(&wired, &[Role::Ledger], shutdown.child_token()).await?;
+                wired.endpoints.ledger = format!("http://{}", bound(ledger.grpc_addr)?);
+                let gateway = Node::start(&wired, &[Role::Gateway], shutdown.child_token()).await?;
+                vec![identity, ledger, gateway]
             }
         };
-        let grpc = nodes.iter().find_map(|n| n.grpc_addr);
+        let (identity_node, ledger_node) = match shape {
+            Shape::AllInOne => (&nodes[0], &nodes[0]),
+            Shape::Split => (&nodes[0], &nodes[1]),
+        };
         let http = nodes.iter().find_map(|n| n.http_addr);
         Ok(TestCluster {
             backend,
             shape,
             rest_url: format!("http://{}", bound(http)?),
-            ledger_endpoint: format!("http://{}", bound(grpc)?),
+            ledger_endpoint: format!("http://{}", bound(ledger_node.grpc_addr)?),
+            identity_endpoint: format!("http://{}", bound(identity_node.grpc_addr)?),
+            owner_token,
             nodes,
             shutdown,
             _data_dir: data_dir,
         })
     }
 
-    /// A gRPC client of the ledger.
-    pub async fn ledger(&self) -> Result<LedgerServiceClient<Channel>, ClusterError> {
-        Ok(LedgerServiceClient::new(self.ledger_channel().await?))
+    /// A gRPC client of the ledger whose calls carry `token`.
+    pub async fn ledger_as(&self, token: &str) -> Result<LedgerClient, ClusterError> {
+        Ok(LedgerServiceClient::with_interceptor(
+            self.ledger_channel().await?,
+            BearerToken::new(token)?,
+        ))
     }
 
-    /// A plain channel to the ledger's gRPC server (health, reflection).
+    /// A gRPC client of the ledger acting as the owner.
+    pub async fn ledger(&self) -> Result<LedgerClient, ClusterError> {
+        self.ledger_as(&self.owner_token).await
+    }
+
+    /// A gRPC client of the identity service whose calls carry `token`.
+    pub async fn identity_as(&self, token: &str) -> Result<IdentityClient, ClusterError> {
+        Ok(IdentityServiceClient::with_interceptor(
+            connect(&self.identity_endpoint).await?,
+            BearerToken::new(token)?,
+        ))
+    }
+
+    /// A gRPC client of the identity service acting as the owner.
+    pub async fn identity(&self) -> Result<IdentityClient, ClusterError> {
+        self.identity_as(&self.owner_token).await
+    }
+
+    /// A plain channel to the ledger's gRPC server (health, reflection, raw calls).
     pub async fn ledger_channel(&self) -> Result<Channel, ClusterError> {
-        Ok(Channel::from_shared(self.ledger_endpoint.clone())
-            .map_err(|e| ClusterError::Io(std::io::Error::other(e.to_string())))?
-            .connect()
-            .await?)
+        connect(&self.ledger_endpoint).await
+    }
+
+    /// The gRPC endpoint serving `service` (a fully qualified name such as
+    /// `noema.ledger.v1.LedgerService`), or `None` for a service this cluster lacks.
+    pub fn endpoint_of(&self, service: &str) -> Option<&str> {
+        if service.starts_with("noema.identity.") {
+            Some(&self.identity_endpoint)
+        } else if service.starts_with("noema.ledger.") {
+            Some(&self.ledger_endpoint)
+        } else {
+            None
+        }
+    }
+
+    /// A plain channel to `endpoint`.
+    pub async fn channel(&self, endpoint: &str) -> Result<Channel, ClusterError> {
+        connect(endpoint).await
+    }
+
+    /// A plain channel to the identity service's gRPC server.
+    pub async fn identity_channel(&self) -> Result<Channel, ClusterError> {
+        connect(&self.identity_endpoint).await
+    }
+
+    /// Issues a token with exactly `scopes` for `peer_id`, as the owner; returns the secret.
+    pub async fn issue_token(
+        &self,
+        peer_id: &str,
+        scopes: &[&str],
+    ) -> Result<String, ClusterError> {
+        let mut identity = self.identity().await?;
+        let response = identity
+            .issue_token(IssueTokenRequest {
+                peer_id: peer_id.to_owned(),
+                scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+                ..IssueTokenRequest::default()
+            })
+            .await
+            .map_err(|s| ClusterError::Io(std::io::Error::other(s.to_string())))?;
+        Ok(response.into_inner().token)
     }
 
     /// Stops every node (NOT_SERVING, drain) and waits for them.
@@ -175,6 +272,41 @@ impl TestCluster {
         Ok(())
     }
 }
+
+async fn connect(endpoint: &str) -> Result<Channel, ClusterError> {
+    Ok(Channel::from_shared(endpoint.to_owned())
+        .map_err(|e| ClusterError::Io(std::io::Error::other(e.to_string())))?
+        .connect()
+        .await?)
+}
+
+/// Adds `authorization: Bearer <token>` to every call.
+#[derive(Clone)]
+pub struct BearerToken(MetadataValue<Ascii>);
+
+impl BearerToken {
+    pub fn new(token: &str) -> Result<Self, ClusterError> {
+        format!("Bearer {token}")
+            .parse()
+            .map(BearerToken)
+            .map_err(|_| ClusterError::Io(std::io::Error::other("token is not valid ASCII")))
+    }
+}
+
+impl Interceptor for BearerToken {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.0.clone());
+        Ok(request)
+    }
+}
+
+pub type LedgerClient = LedgerServiceClient<InterceptedService<Channel, BearerToken>>;
+pub type IdentityClient = IdentityServiceClient<InterceptedService<Channel, BearerToken>>;
 
 fn bound(addr: Option<SocketAddr>) -> Result<SocketAddr, ClusterError> {
     addr.ok_or_else(|| ClusterError::Io(std::io::Error::other("node bound no address")))

@@ -2,6 +2,7 @@
 //! health, readiness, metrics and the OpenAPI document.
 
 pub mod error;
+pub mod forward;
 pub mod go_json;
 pub mod openapi;
 pub mod routes;
@@ -15,6 +16,7 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::routing::{MethodRouter, get, post};
+use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
 use noema_runtime::client::{ClientOptions, TracedChannel, channel};
 use tokio::net::TcpListener;
@@ -25,6 +27,7 @@ use tracing::Instrument;
 /// Where the gateway finds each service it fronts.
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
+    pub identity_endpoint: String,
     pub ledger_endpoint: String,
     pub request_timeout: Duration,
     pub max_body_bytes: usize,
@@ -33,6 +36,7 @@ pub struct GatewayConfig {
 /// Shared by every handler: one lazily connected client per service.
 #[derive(Clone)]
 pub struct GatewayState {
+    pub identity: IdentityServiceClient<TracedChannel>,
     pub ledger: LedgerServiceClient<TracedChannel>,
     /// gRPC health clients, by the service name they check.
     pub health: Vec<(&'static str, HealthClient<TracedChannel>)>,
@@ -44,13 +48,21 @@ impl GatewayState {
             request_timeout: config.request_timeout,
             ..ClientOptions::default()
         };
+        let identity_channel = channel("identity", &config.identity_endpoint, options)?;
         let ledger_channel = channel("ledger", &config.ledger_endpoint, options)?;
         Ok(GatewayState {
+            identity: IdentityServiceClient::new(identity_channel.clone()),
             ledger: LedgerServiceClient::new(ledger_channel.clone()),
-            health: vec![(
-                "noema.ledger.v1.LedgerService",
-                HealthClient::new(ledger_channel),
-            )],
+            health: vec![
+                (
+                    "noema.identity.v1.IdentityService",
+                    HealthClient::new(identity_channel),
+                ),
+                (
+                    "noema.ledger.v1.LedgerService",
+                    HealthClient::new(ledger_channel),
+                ),
+            ],
         })
     }
 }
@@ -63,6 +75,8 @@ pub struct RouteDoc {
     pub operation_id: &'static str,
     pub summary: &'static str,
     pub tag: &'static str,
+    /// Callable without a token (operations endpoints only).
+    pub public: bool,
     pub query: &'static [(&'static str, &'static str)],
     pub responses: &'static [(u16, &'static str)],
 }
@@ -80,54 +94,163 @@ const fn doc(
         operation_id,
         summary,
         tag,
+        public: false,
         query: &[],
-        responses: &[(200, "OK"), (500, "Internal error"), (503, "Unavailable")],
+        responses: &[
+            (200, "OK"),
+            (400, "Invalid input"),
+            (401, "Missing or invalid token"),
+            (403, "The token lacks the required scope"),
+            (500, "Internal error"),
+            (503, "Unavailable"),
+        ],
+    }
+}
+
+/// An operations route: no token needed.
+const fn public(doc: RouteDoc) -> RouteDoc {
+    RouteDoc {
+        public: true,
+        responses: &[(200, "OK"), (503, "Unavailable")],
+        ..doc
     }
 }
 
 /// Every route the gateway serves. The router and the OpenAPI document both come from here.
 pub fn route_table() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
-    use routes::{ledger, ops};
+    use routes::{identity, ledger, ops};
+    let ops_doc = |method, path, id, summary| public(doc(method, path, id, "operations", summary));
     vec![
         (
-            doc(
+            ops_doc(
                 "GET",
                 "/healthz",
                 "healthz",
-                "operations",
                 "Liveness of the gateway process",
             ),
             get(ops::healthz),
         ),
         (
-            doc(
+            ops_doc(
                 "GET",
                 "/readyz",
                 "readyz",
-                "operations",
                 "Readiness: every fronted service reports SERVING",
             ),
             get(ops::readyz),
         ),
         (
-            doc(
+            ops_doc(
                 "GET",
                 "/metrics",
                 "metrics",
-                "operations",
                 "Prometheus metrics (text format)",
             ),
             get(ops::metrics),
         ),
         (
+            ops_doc("GET", "/openapi.json", "openapi", "This document"),
+            get(ops::openapi),
+        ),
+        (
+            doc(
+                "POST",
+                "/v1/agents",
+                "registerAgent",
+                "identity",
+                "Register an agent's Ed25519 key (trust on first use): 201 new, 200 same key, 422 public key mismatch",
+            ),
+            post(identity::register_agent),
+        ),
+        (
             doc(
                 "GET",
-                "/openapi.json",
-                "openapi",
-                "operations",
-                "This document",
+                "/v1/agents/{agent_id}",
+                "getAgent",
+                "identity",
+                "An agent and its current key",
             ),
-            get(ops::openapi),
+            get(identity::get_agent),
+        ),
+        (
+            doc(
+                "POST",
+                "/v1/agents/{agent_id}/rotate-key",
+                "rotateKey",
+                "identity",
+                "Replace an agent's key; needs a signature by the current key",
+            ),
+            post(identity::rotate_key),
+        ),
+        (
+            doc(
+                "GET",
+                "/agents/{fingerprint}",
+                "getAgentByFingerprint",
+                "identity",
+                "MoltNet: an agent's public key by fingerprint",
+            ),
+            get(identity::agent_by_fingerprint),
+        ),
+        (
+            doc(
+                "GET",
+                "/crypto/identity",
+                "getCallerIdentity",
+                "identity",
+                "MoltNet: the caller's own identity and key",
+            ),
+            get(identity::caller_identity),
+        ),
+        (
+            RouteDoc {
+                query: &[
+                    ("peer_id", "Only this peer's tokens"),
+                    ("status", "active, revoked or expired"),
+                    (
+                        "include_inactive",
+                        "true to include revoked and expired tokens",
+                    ),
+                ],
+                ..doc(
+                    "GET",
+                    "/v1/security/tokens",
+                    "listTokens",
+                    "identity",
+                    "CogniRelay: tokens, newest first",
+                )
+            },
+            get(identity::list_tokens),
+        ),
+        (
+            doc(
+                "POST",
+                "/v1/security/tokens/issue",
+                "issueToken",
+                "identity",
+                "CogniRelay: issue a token (shown once)",
+            ),
+            post(identity::issue_token),
+        ),
+        (
+            doc(
+                "POST",
+                "/v1/security/tokens/revoke",
+                "revokeToken",
+                "identity",
+                "CogniRelay: revoke by token_id, token_sha256 or peer_id",
+            ),
+            post(identity::revoke_token),
+        ),
+        (
+            doc(
+                "POST",
+                "/v1/security/tokens/rotate",
+                "rotateToken",
+                "identity",
+                "CogniRelay: replace a token, revoking the old one",
+            ),
+            post(identity::rotate_token),
         ),
         (
             doc(

@@ -24,7 +24,12 @@ pub fn document() -> Value {
                             Errors are JSON {\"error\", \"code\"} with the seed system's extra fields."
         },
         "paths": paths,
+        "security": [{"bearerAuth": []}],
         "components": {
+            "securitySchemes": {
+                "bearerAuth": {"type": "http", "scheme": "bearer",
+                               "description": "A Noema token (noema_…); the owner token is in <data_dir>/owner.token"}
+            },
             "schemas": {
                 "Error": {
                     "type": "object",
@@ -60,16 +65,26 @@ fn operation(doc: &RouteDoc) -> Value {
         "tags": [doc.tag],
         "responses": responses,
     });
+    if doc.public {
+        op["security"] = json!([]);
+    }
+    let path_params: Vec<Value> = doc
+        .path
+        .split('/')
+        .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+        .collect();
+    if !path_params.is_empty() {
+        op["parameters"] = Value::Array(path_params);
+    }
     if !doc.query.is_empty() {
-        op["parameters"] = Value::Array(
-            doc.query
-                .iter()
-                .map(|(name, description)| {
-                    json!({"name": name, "in": "query", "required": false,
-                           "description": description, "schema": {"type": "string"}})
-                })
-                .collect(),
-        );
+        let query = doc.query.iter().map(|(name, description)| {
+            json!({"name": name, "in": "query", "required": false,
+                   "description": description, "schema": {"type": "string"}})
+        });
+        let mut parameters = op["parameters"].as_array().cloned().unwrap_or_default();
+        parameters.extend(query);
+        op["parameters"] = Value::Array(parameters);
     }
     op
 }

@@ -1,4 +1,4 @@
-//! Timestamps as the seed systems print them.
+//! Timestamps as the seed systems print and accept them.
 
 use time::OffsetDateTime;
 use time::macros::format_description;
@@ -12,6 +12,15 @@ pub fn rfc3339_seconds(at: &prost_types::Timestamp) -> String {
         .unwrap_or_default()
 }
 
+/// Parses an RFC 3339 timestamp into a protobuf `Timestamp`.
+pub fn parse_rfc3339(text: &str) -> Option<prost_types::Timestamp> {
+    let at = OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    Some(prost_types::Timestamp {
+        seconds: at.unix_timestamp(),
+        nanos: i32::try_from(at.nanosecond()).ok()?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -21,5 +30,12 @@ mod tests {
             nanos: 999_000_000,
         };
         assert_eq!(super::rfc3339_seconds(&at), "2026-04-14T18:20:43Z");
+    }
+
+    #[test]
+    fn parses_offsets_to_utc() {
+        let at = super::parse_rfc3339("2026-04-14T20:20:43+02:00");
+        assert_eq!(at.map(|t| t.seconds), Some(1_776_190_843));
+        assert!(super::parse_rfc3339("yesterday").is_none());
     }
 }

@@ -2,15 +2,15 @@
 
 use std::time::SystemTime;
 
-use noema_proto::common::v1::PageResponse;
+use noema_proto::common::v1::{self as common, PageResponse};
 use noema_proto::ledger::v1 as pb;
 use noema_proto::ledger::v1::ledger_service_server::LedgerService;
 use tonic::{Request, Response, Status};
 
-use crate::domain::audit::AuditEntry;
 use crate::domain::mode::{SystemMode, SystemState, mode_change_actor};
 use crate::error::LedgerError;
 use crate::store::LedgerStore;
+use noema_core::audit::AuditEntry;
 
 /// Default and maximum page sizes for listings (open-cognition's 50 and 200).
 pub const DEFAULT_PAGE_SIZE: u32 = 50;
@@ -50,8 +50,8 @@ fn state_to_proto(state: SystemState) -> pb::SystemState {
     }
 }
 
-fn audit_to_proto(entry: AuditEntry) -> pb::AuditEntry {
-    pb::AuditEntry {
+fn audit_to_proto(entry: AuditEntry) -> common::AuditEntry {
+    common::AuditEntry {
         id: entry.id,
         occurred_at: Some(timestamp(entry.occurred_at)),
         actor: entry.actor,
@@ -118,8 +118,8 @@ impl LedgerService for LedgerApi {
 
     async fn list_audit(
         &self,
-        request: Request<pb::ListAuditRequest>,
-    ) -> Result<Response<pb::ListAuditResponse>, Status> {
+        request: Request<common::ListAuditRequest>,
+    ) -> Result<Response<common::ListAuditResponse>, Status> {
         let page = request.into_inner().page.unwrap_or_default();
         let before_id = parse_audit_cursor(&page.page_token)?;
         let limit = page_size(page.page_size);
@@ -128,7 +128,7 @@ impl LedgerService for LedgerApi {
             Some(last) if entries.len() == limit as usize && last.id > 1 => last.id.to_string(),
             _ => String::new(),
         };
-        Ok(Response::new(pb::ListAuditResponse {
+        Ok(Response::new(common::ListAuditResponse {
             entries: entries.into_iter().map(audit_to_proto).collect(),
             page: Some(PageResponse { next_page_token }),
         }))

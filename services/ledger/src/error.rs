@@ -8,10 +8,8 @@ pub enum LedgerError {
     InvalidArgument(String),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
-    #[error("audit chain: {0}")]
-    AuditChain(String),
-    #[error("canonical form: {0}")]
-    Canonical(#[from] noema_core::jcs::JcsError),
+    #[error("audit log: {0}")]
+    Audit(#[from] noema_store::audit::AuditError),
     #[error("stored data is malformed: {0}")]
     Corrupt(String),
 }
@@ -23,10 +21,9 @@ impl ServiceError for LedgerError {
             LedgerError::Database(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_)) => {
                 ErrorCode::Unavailable
             }
-            LedgerError::Database(_)
-            | LedgerError::AuditChain(_)
-            | LedgerError::Canonical(_)
-            | LedgerError::Corrupt(_) => ErrorCode::Internal,
+            LedgerError::Database(_) | LedgerError::Audit(_) | LedgerError::Corrupt(_) => {
+                ErrorCode::Internal
+            }
         }
     }
 }

@@ -35,10 +35,10 @@ enum Command {
     /// Run every service and the REST gateway in one process on the embedded default
     /// (SQLite file per service and objects under --data-dir).
     Up(ServerFlags),
-    /// Run the named services in this process (e.g. `noema serve ledger`, `noema serve
-    /// gateway`), with storage and peer endpoints from configuration.
+    /// Run the named services in this process (e.g. `noema serve identity`, `noema serve
+    /// ledger`, `noema serve gateway`), with storage and peer endpoints from configuration.
     Serve {
-        /// Services to run: ledger, gateway.
+        /// Services to run: identity, ledger, gateway.
         #[arg(required = true, value_name = "SERVICE")]
         services: Vec<Role>,
         #[command(flatten)]
@@ -47,7 +47,7 @@ enum Command {
     /// Apply database migrations for the named services (default: all) and exit.
     /// Safe to run from several processes at once.
     Migrate {
-        /// Services to migrate: ledger. Default: every service with a database.
+        /// Services to migrate: identity, ledger. Default: every service with a database.
         #[arg(value_name = "SERVICE")]
         services: Vec<Role>,
         #[command(flatten)]
@@ -158,6 +158,12 @@ async fn run(config_file: Option<&PathBuf>, flags: &ServerFlags, roles: &[Role])
             return fail(&err);
         }
     };
+    if let Some(token) = &node.created_owner_token {
+        say(&format!(
+            "Owner token (shown once; saved to {} with mode 0600):\n  {token}",
+            config.owner_token_path().display()
+        ));
+    }
     if let Some(addr) = node.http_addr {
         say(&format!("REST  http://{addr}"));
     }

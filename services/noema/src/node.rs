@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use noema_runtime::auth::{AuthLayer, RemoteAuthenticator};
+use noema_runtime::client::{ClientOptions, channel};
 use noema_runtime::{GrpcServer, NoemaConfig};
 use noema_store::{Database, DbOptions, ObjectStore};
 use tokio::net::TcpListener;
@@ -52,6 +54,11 @@ pub enum NodeError {
     Grpc(#[from] noema_runtime::server::ServerError),
     #[error("REST gateway failed: {0}")]
     Http(std::io::Error),
+    #[error("owner token file {path}: {reason}")]
+    OwnerToken {
+        path: std::path::PathBuf,
+        reason: String,
+    },
     #[error("a server task panicked: {0}")]
     Panicked(String),
 }
@@ -60,6 +67,8 @@ pub enum NodeError {
 pub struct Node {
     pub grpc_addr: Option<SocketAddr>,
     pub http_addr: Option<SocketAddr>,
+    /// The owner token, when this start created it (embedded default, first start only).
+    pub created_owner_token: Option<String>,
     shutdown: CancellationToken,
     tasks: JoinSet<Result<(), NodeError>>,
 }
@@ -82,14 +91,54 @@ impl Node {
             .filter(|r| r.is_grpc_service())
             .collect();
         let mut grpc_addr = None;
-        let mut readiness = Vec::new();
+        let mut created_owner_token = None;
         if !grpc_roles.is_empty() {
             let addr = config.grpc_addr()?;
             let listener = bind("server.grpc_addr", addr).await?;
             grpc_addr = listener.local_addr().ok();
-            let mut server = GrpcServer::new();
+            let own = grpc_addr.map(|a| format!("http://{a}"));
+
+            let mut storages = Vec::new();
             for role in &grpc_roles {
-                readiness.push(Box::pin(add_service(&mut server, *role, config)).await?);
+                storages.push((*role, Box::pin(open_storage(*role, config)).await?));
+            }
+            let identity_db = storages
+                .iter()
+                .find(|(role, _)| *role == Role::Identity)
+                .map(|(_, storage)| storage.db.clone());
+            let authenticator = match &identity_db {
+                Some(db) => {
+                    created_owner_token = bootstrap_owner(db, config).await?;
+                    noema_identity::local_authenticator(db.clone())
+                }
+                None => {
+                    let endpoint = endpoint(
+                        &config.endpoints.identity,
+                        &roles,
+                        Role::Identity,
+                        own.as_deref(),
+                    )?;
+                    let channel = channel("identity", &endpoint, ClientOptions::default())?;
+                    Arc::new(RemoteAuthenticator::new(
+                        channel,
+                        Duration::from_secs(config.auth.cache_ttl_secs),
+                    ))
+                }
+            };
+            if !config.auth.anonymous_scopes.is_empty() {
+                tracing::warn!(
+                    scopes = ?config.auth.anonymous_scopes,
+                    "ANONYMOUS ACCESS IS ON: requests without a token get these scopes \
+                     (auth.anonymous_scopes); use this only on a loopback dev instance"
+                );
+            }
+            let mut server = GrpcServer::new(AuthLayer::new(
+                authenticator,
+                config.auth.anonymous_scopes.clone(),
+            ));
+            let mut readiness = Vec::new();
+            for (role, storage) in storages {
+                readiness.push(Box::pin(add_service(&mut server, role, storage)).await?);
             }
             let health = server.health();
             for (name, probe) in readiness {
@@ -113,14 +162,19 @@ impl Node {
         let mut http_addr = None;
         if roles.contains(&Role::Gateway) {
             let own = grpc_addr.map(|a| format!("http://{a}"));
-            let ledger_endpoint = endpoint(
-                &config.endpoints.ledger,
-                &roles,
-                Role::Ledger,
-                own.as_deref(),
-            )?;
             let gateway_config = noema_gateway::GatewayConfig {
-                ledger_endpoint,
+                identity_endpoint: endpoint(
+                    &config.endpoints.identity,
+                    &roles,
+                    Role::Identity,
+                    own.as_deref(),
+                )?,
+                ledger_endpoint: endpoint(
+                    &config.endpoints.ledger,
+                    &roles,
+                    Role::Ledger,
+                    own.as_deref(),
+                )?,
                 request_timeout: Duration::from_secs(config.gateway.request_timeout_secs),
                 max_body_bytes: config.gateway.max_body_bytes,
             };
@@ -139,6 +193,7 @@ impl Node {
         Ok(Node {
             grpc_addr,
             http_addr,
+            created_owner_token,
             shutdown,
             tasks,
         })
@@ -209,70 +264,189 @@ impl ReadinessProbe {
     }
 }
 
-async fn open_database(
-    setting: &str,
-    url: &str,
-    max_connections: u32,
-) -> Result<Database, NodeError> {
-    let options = DbOptions {
-        max_connections,
-        ..DbOptions::default()
-    };
-    Database::connect_with(url, &options)
-        .await
-        .map_err(|source| NodeError::Database {
-            setting: setting.to_owned(),
-            source,
-        })
+/// A gRPC role's opened and migrated storage.
+struct Storage {
+    db: Database,
+    objects: Option<Arc<dyn ObjectStore>>,
 }
 
-/// Opens the role's storage, migrates it, and hosts its gRPC service on `server`.
+/// Where a role's settings live and what its schema is.
+struct StorageSpec {
+    section: &'static str,
+    database_url: String,
+    max_connections: u32,
+    migrations: &'static noema_store::Migrations,
+    object_store_url: Option<String>,
+}
+
+fn storage_spec(role: Role, config: &NoemaConfig) -> Option<StorageSpec> {
+    match role {
+        Role::Identity => Some(StorageSpec {
+            section: "identity",
+            database_url: config.identity_database_url(),
+            max_connections: config.identity.max_connections,
+            migrations: &noema_identity::MIGRATIONS,
+            object_store_url: None,
+        }),
+        Role::Ledger => Some(StorageSpec {
+            section: "ledger",
+            database_url: config.ledger_database_url(),
+            max_connections: config.ledger.max_connections,
+            migrations: &noema_ledger::MIGRATIONS,
+            object_store_url: Some(config.ledger_object_store_url()),
+        }),
+        Role::Gateway => None,
+    }
+}
+
+async fn open_database(spec: &StorageSpec) -> Result<Database, NodeError> {
+    let setting = format!("{}.database_url", spec.section);
+    let options = DbOptions {
+        max_connections: spec.max_connections,
+        ..DbOptions::default()
+    };
+    let db = Database::connect_with(&spec.database_url, &options)
+        .await
+        .map_err(|source| NodeError::Database {
+            setting: setting.clone(),
+            source,
+        })?;
+    db.migrate(spec.migrations)
+        .await
+        .map_err(|source| NodeError::Database { setting, source })?;
+    Ok(db)
+}
+
+/// Opens and migrates `role`'s database and opens its object store.
+async fn open_storage(role: Role, config: &NoemaConfig) -> Result<Storage, NodeError> {
+    let spec = storage_spec(role, config).ok_or(NodeError::Service {
+        service: role.name(),
+        reason: "it is not a gRPC service".into(),
+    })?;
+    let db = open_database(&spec).await?;
+    let objects =
+        match &spec.object_store_url {
+            Some(url) => Some(noema_store::object::open(url).await.map_err(|source| {
+                NodeError::ObjectStore {
+                    setting: format!("{}.object_store_url", spec.section),
+                    source,
+                }
+            })?),
+            None => None,
+        };
+    Ok(Storage { db, objects })
+}
+
+fn service_error(service: &'static str, err: &dyn std::error::Error) -> NodeError {
+    NodeError::Service {
+        service,
+        reason: noema_core::ErrorChain(err).to_string(),
+    }
+}
+
+/// Hosts `role`'s gRPC service on `server` over its storage.
 async fn add_service(
     server: &mut GrpcServer,
     role: Role,
-    config: &NoemaConfig,
+    storage: Storage,
 ) -> Result<(&'static str, ReadinessProbe), NodeError> {
-    match role {
-        Role::Ledger => {
-            let db = open_database(
-                "ledger.database_url",
-                &config.ledger_database_url(),
-                config.ledger.max_connections,
-            )
-            .await?;
-            db.migrate(&noema_ledger::MIGRATIONS)
+    let name = match role {
+        Role::Identity => {
+            let service = noema_identity::service(storage.db.clone())
                 .await
-                .map_err(|source| NodeError::Database {
-                    setting: "ledger.database_url".into(),
-                    source,
-                })?;
-            let objects = noema_store::object::open(&config.ledger_object_store_url())
-                .await
-                .map_err(|source| NodeError::ObjectStore {
-                    setting: "ledger.object_store_url".into(),
-                    source,
-                })?;
-            let service =
-                noema_ledger::service(db.clone())
-                    .await
-                    .map_err(|e| NodeError::Service {
-                        service: "ledger",
-                        reason: noema_core::ErrorChain(&e).to_string(),
-                    })?;
+                .map_err(|e| service_error("identity", &e))?;
             server.add_service(service);
-            Ok((
-                noema_ledger::SERVICE_NAME,
-                ReadinessProbe {
-                    db,
-                    objects: Some(objects),
-                },
-            ))
+            noema_identity::SERVICE_NAME
         }
-        Role::Gateway => Err(NodeError::Service {
-            service: "gateway",
-            reason: "the gateway is not a gRPC service".into(),
-        }),
-    }
+        Role::Ledger => {
+            let service = noema_ledger::service(storage.db.clone())
+                .await
+                .map_err(|e| service_error("ledger", &e))?;
+            server.add_service(service);
+            noema_ledger::SERVICE_NAME
+        }
+        Role::Gateway => {
+            return Err(NodeError::Service {
+                service: "gateway",
+                reason: "the gateway is not a gRPC service".into(),
+            });
+        }
+    };
+    Ok((
+        name,
+        ReadinessProbe {
+            db: storage.db,
+            objects: storage.objects,
+        },
+    ))
+}
+
+/// Makes sure an owner token exists: `auth.owner_token_sha256` when configured (split
+/// shape, from a secret), else `<data_dir>/owner.token`, created with mode 0600 on first
+/// start. Returns the token when this call created it, so it can be shown once.
+async fn bootstrap_owner(db: &Database, config: &NoemaConfig) -> Result<Option<String>, NodeError> {
+    let configured = &config.auth.owner_token_sha256;
+    let (sha256, created) = if configured.is_empty() {
+        let path = config.owner_token_path();
+        match tokio::fs::read_to_string(&path).await {
+            Ok(text) if !text.trim().is_empty() => {
+                (noema_identity::token_sha256(text.trim()), None)
+            }
+            Ok(_) => {
+                return Err(NodeError::OwnerToken {
+                    path,
+                    reason: "the file is empty".into(),
+                });
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                let secret =
+                    noema_identity::generate_secret().map_err(|e| service_error("identity", &e))?;
+                write_secret_file(&path, &secret).await?;
+                (noema_identity::token_sha256(&secret), Some(secret))
+            }
+            Err(err) => {
+                return Err(NodeError::OwnerToken {
+                    path,
+                    reason: err.to_string(),
+                });
+            }
+        }
+    } else {
+        (configured.clone(), None)
+    };
+    noema_identity::ensure_owner_token(db.clone(), &sha256)
+        .await
+        .map_err(|e| service_error("identity", &e))?;
+    Ok(created)
+}
+
+/// Writes `secret` to `path` readable by the owner only, durably.
+async fn write_secret_file(path: &std::path::Path, secret: &str) -> Result<(), NodeError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path_buf = path.to_path_buf();
+    let secret = format!("{secret}\n");
+    tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        if let Some(dir) = path_buf.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path_buf)?;
+        file.write_all(secret.as_bytes())?;
+        file.sync_all()
+    })
+    .await
+    .map_err(|e| NodeError::OwnerToken {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?
+    .map_err(|e| NodeError::OwnerToken {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
 }
 
 /// Reports the service NOT_SERVING while its storage is unreachable, SERVING when it is back.
@@ -303,27 +477,15 @@ async fn watch_readiness(
 }
 
 /// Applies `role`'s migrations and returns its backend, or `None` for a role without a
-/// database. Concurrent runs are safe (Postgres advisory lock, SQLite file lock).
+/// database. Concurrent runs are safe (Postgres advisory lock).
 pub async fn migrate(
     config: &NoemaConfig,
     role: Role,
 ) -> Result<Option<noema_store::Backend>, NodeError> {
-    let (setting, url, max_connections, migrations) = match role {
-        Role::Ledger => (
-            "ledger.database_url",
-            config.ledger_database_url(),
-            config.ledger.max_connections,
-            &noema_ledger::MIGRATIONS,
-        ),
-        Role::Gateway => return Ok(None),
+    let Some(spec) = storage_spec(role, config) else {
+        return Ok(None);
     };
-    let db = open_database(setting, &url, max_connections).await?;
-    db.migrate(migrations)
-        .await
-        .map_err(|source| NodeError::Database {
-            setting: setting.to_owned(),
-            source,
-        })?;
+    let db = open_database(&spec).await?;
     let backend = db.backend();
     db.close().await;
     Ok(Some(backend))

@@ -5,16 +5,18 @@ use std::str::FromStr;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Role {
+    Identity,
     Ledger,
     Gateway,
 }
 
 impl Role {
     /// Every role, in start order: services before the gateway that fronts them.
-    pub const ALL: [Role; 2] = [Role::Ledger, Role::Gateway];
+    pub const ALL: [Role; 3] = [Role::Identity, Role::Ledger, Role::Gateway];
 
     pub fn name(self) -> &'static str {
         match self {
+            Role::Identity => "identity",
             Role::Ledger => "ledger",
             Role::Gateway => "gateway",
         }

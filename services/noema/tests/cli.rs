@@ -186,24 +186,33 @@ async fn noema_store_testing_db(admin: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-/// A running `noema up` with the addresses it printed.
+/// A running `noema up` with what it printed.
 struct Running {
     child: Child,
     rest: String,
     grpc: String,
+    /// Everything printed on stdout before the addresses (the owner token notice).
+    banner: String,
 }
 
-fn start_up(data_dir: &std::path::Path) -> Running {
+/// Starts `noema up` logging at debug level into `log`.
+fn start_up(data_dir: &std::path::Path, log: &std::path::Path) -> Running {
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
     let mut child = noema()
         .args(["up", "--data-dir", data_dir.to_str().unwrap()])
         .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
+        .env("RUST_LOG", "debug")
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::from(log_file))
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
     let mut lines = BufReader::new(stdout).lines();
-    let (mut rest, mut grpc) = (None, None);
+    let (mut rest, mut grpc, mut banner) = (None, None, String::new());
     while rest.is_none() || grpc.is_none() {
         let line = lines
             .next()
@@ -213,12 +222,16 @@ fn start_up(data_dir: &std::path::Path) -> Running {
             rest = Some(url.to_owned());
         } else if let Some(addr) = line.strip_prefix("gRPC  ") {
             grpc = Some(addr.to_owned());
+        } else {
+            banner.push_str(&line);
+            banner.push('\n');
         }
     }
     Running {
         child,
         rest: rest.unwrap(),
         grpc: grpc.unwrap(),
+        banner,
     }
 }
 
@@ -246,8 +259,24 @@ fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_serves_then_drains_on_sigterm_and_exits_zero() {
+    use std::os::unix::fs::PermissionsExt as _;
     let dir = tempfile::tempdir().unwrap();
-    let mut running = start_up(dir.path());
+    let log = dir.path().join("noema.log");
+    let data = dir.path().join("data");
+    let mut running = start_up(&data, &log);
+
+    // First start: the owner token is created, printed once and saved with mode 0600.
+    let token_path = data.join("owner.token");
+    let owner_token = std::fs::read_to_string(&token_path)
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(owner_token.starts_with("noema_"), "{owner_token}");
+    assert_eq!(
+        std::fs::metadata(&token_path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(running.banner.contains(&owner_token), "{}", running.banner);
 
     let http = reqwest::Client::new();
     let health = http
@@ -256,8 +285,15 @@ async fn up_serves_then_drains_on_sigterm_and_exits_zero() {
         .await
         .unwrap();
     assert_eq!(health.status().as_u16(), 200);
+    let refused = http
+        .get(format!("{}/status", running.rest))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
     let status: serde_json::Value = http
         .get(format!("{}/status", running.rest))
+        .bearer_auth(&owner_token)
         .send()
         .await
         .unwrap()
@@ -266,7 +302,7 @@ async fn up_serves_then_drains_on_sigterm_and_exits_zero() {
         .unwrap();
     assert_eq!(status["mode"], "RUNNING");
 
-    // gRPC answers on the printed address.
+    // gRPC answers on the printed address, with the owner token.
     let channel = tonic::transport::Channel::from_shared(format!("http://{}", running.grpc))
         .unwrap()
         .connect()
@@ -274,15 +310,31 @@ async fn up_serves_then_drains_on_sigterm_and_exits_zero() {
         .unwrap();
     let mut ledger =
         noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient::new(channel);
-    let state = ledger
-        .get_status(noema_proto::ledger::v1::GetStatusRequest {})
+    let mut request = tonic::Request::new(noema_proto::ledger::v1::GetStatusRequest {});
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {owner_token}").parse().unwrap(),
+    );
+    let state = ledger.get_status(request).await.unwrap();
+    assert_eq!(state.get_ref().changed_by, "system:init");
+
+    // Issue a token; it is printed in the response body, never in the logs.
+    let issued: serde_json::Value = http
+        .post(format!("{}/v1/security/tokens/issue", running.rest))
+        .bearer_auth(&owner_token)
+        .json(&serde_json::json!({"peer_id": "peer:cli", "scopes": ["ledger:admin"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
         .await
         .unwrap();
-    assert_eq!(state.get_ref().changed_by, "system:init");
+    let issued_token = issued["token"].as_str().unwrap().to_owned();
 
     // A stop written before SIGTERM is still there after a restart on the same data dir.
     let stopped = http
         .post(format!("{}/stop", running.rest))
+        .bearer_auth(&issued_token)
         .header("X-Actor", "ops:test")
         .send()
         .await
@@ -293,9 +345,20 @@ async fn up_serves_then_drains_on_sigterm_and_exits_zero() {
     let exit = wait_exit(&mut running.child, Duration::from_secs(20));
     assert!(exit.success(), "exit status after SIGTERM: {exit:?}");
 
-    let mut again = start_up(dir.path());
+    // Second start: the same owner token, not printed again.
+    let mut again = start_up(&data, &log);
+    assert!(
+        !again.banner.contains("noema_"),
+        "owner token printed twice: {}",
+        again.banner
+    );
+    assert_eq!(
+        std::fs::read_to_string(&token_path).unwrap().trim(),
+        owner_token
+    );
     let status: serde_json::Value = http
         .get(format!("{}/status", again.rest))
+        .bearer_auth(&owner_token)
         .send()
         .await
         .unwrap()
@@ -306,4 +369,17 @@ async fn up_serves_then_drains_on_sigterm_and_exits_zero() {
     assert_eq!(status["changed_by"], "ops:test");
     sigterm(&again.child);
     assert!(wait_exit(&mut again.child, Duration::from_secs(20)).success());
+
+    let logs = std::fs::read_to_string(&log).unwrap();
+    assert!(logs.contains("DEBUG"), "debug logging was on");
+    for secret in [&owner_token, &issued_token] {
+        assert!(
+            !logs.contains(secret.as_str()),
+            "a token appeared in the logs"
+        );
+        assert!(
+            !logs.contains(&secret[6..]),
+            "a token's random part appeared in the logs"
+        );
+    }
 }

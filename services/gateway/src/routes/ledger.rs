@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::GatewayState;
 use crate::error::ApiError;
+use crate::forward::grpc;
 use crate::go_json::GoJson;
 use crate::time_format::rfc3339_seconds;
 
@@ -39,9 +40,12 @@ fn state_body(state: pb::SystemState) -> SystemStateBody {
 
 pub async fn status(
     State(state): State<GatewayState>,
+    headers: HeaderMap,
 ) -> Result<GoJson<SystemStateBody>, ApiError> {
     let mut ledger = state.ledger.clone();
-    let response = ledger.get_status(pb::GetStatusRequest {}).await?;
+    let response = ledger
+        .get_status(grpc(&headers, pb::GetStatusRequest {}))
+        .await?;
     Ok(GoJson(state_body(response.into_inner())))
 }
 
@@ -60,9 +64,12 @@ pub async fn stop(
 ) -> Result<GoJson<SystemStateBody>, ApiError> {
     let mut ledger = state.ledger.clone();
     let response = ledger
-        .stop(pb::SetModeRequest {
-            actor: actor(&headers),
-        })
+        .stop(grpc(
+            &headers,
+            pb::SetModeRequest {
+                actor: actor(&headers),
+            },
+        ))
         .await?;
     Ok(GoJson(state_body(response.into_inner())))
 }
@@ -73,9 +80,12 @@ pub async fn resume(
 ) -> Result<GoJson<SystemStateBody>, ApiError> {
     let mut ledger = state.ledger.clone();
     let response = ledger
-        .resume(pb::SetModeRequest {
-            actor: actor(&headers),
-        })
+        .resume(grpc(
+            &headers,
+            pb::SetModeRequest {
+                actor: actor(&headers),
+            },
+        ))
         .await?;
     Ok(GoJson(state_body(response.into_inner())))
 }
@@ -115,6 +125,7 @@ pub struct AuditEntryBody {
 
 pub async fn audit(
     State(state): State<GatewayState>,
+    headers: HeaderMap,
     Query(query): Query<AuditQuery>,
 ) -> Result<GoJson<Vec<AuditEntryBody>>, ApiError> {
     let limit = list_limit(query.limit.as_deref());
@@ -123,12 +134,15 @@ pub async fn audit(
     }
     let mut ledger = state.ledger.clone();
     let response = ledger
-        .list_audit(pb::ListAuditRequest {
-            page: Some(PageRequest {
-                page_size: limit,
-                page_token: String::new(),
-            }),
-        })
+        .list_audit(grpc(
+            &headers,
+            noema_proto::common::v1::ListAuditRequest {
+                page: Some(PageRequest {
+                    page_size: limit,
+                    page_token: String::new(),
+                }),
+            },
+        ))
         .await?;
     let entries = response
         .into_inner()

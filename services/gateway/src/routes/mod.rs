@@ -1,4 +1,5 @@
 //! REST routes, one module per fronted system.
 
+pub mod identity;
 pub mod ledger;
 pub mod ops;

@@ -1,4 +1,3 @@
 //! The ledger's rules: no I/O here.
 
-pub mod audit;
 pub mod mode;

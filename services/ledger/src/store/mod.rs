@@ -6,9 +6,9 @@
 use noema_store::Database;
 use time::OffsetDateTime;
 
-use crate::domain::audit::{AuditDraft, AuditEntry};
 use crate::domain::mode::{SystemMode, SystemState};
 use crate::error::LedgerError;
+use noema_core::audit::{AuditDraft, AuditEntry};
 
 mod queries;
 
@@ -52,7 +52,7 @@ impl LedgerStore {
             target_type: Some("system_state".into()),
             detail: Some(serde_json::json!({"mode": "RUNNING"})),
         };
-        dispatch!(self, append_if_empty(init, OffsetDateTime::now_utc()))
+        Ok(self.db.audit_init(init).await?)
     }
 
     #[tracing::instrument(skip_all)]
@@ -78,7 +78,10 @@ impl LedgerStore {
         before_id: Option<i64>,
         limit: u32,
     ) -> Result<Vec<AuditEntry>, LedgerError> {
-        dispatch!(self, list_audit(before_id, i64::from(limit)))
+        Ok(self
+            .db
+            .audit_newest_first(before_id, i64::from(limit))
+            .await?)
     }
 
     /// Audit entries oldest first, strictly newer than `after_id`: for chain verification.
@@ -88,6 +91,9 @@ impl LedgerStore {
         after_id: i64,
         limit: u32,
     ) -> Result<Vec<AuditEntry>, LedgerError> {
-        dispatch!(self, audit_ascending(after_id, i64::from(limit)))
+        Ok(self
+            .db
+            .audit_oldest_first(after_id, i64::from(limit))
+            .await?)
     }
 }

@@ -1,11 +1,12 @@
-//! Audit entries and the hash chain that makes tampering detectable.
+//! Audit entries and the hash chain that makes tampering detectable. Every service keeps
+//! its own chained log of its writes; this module holds the rules they share.
 //!
 //! Each entry's hash is `sha256:` over the RFC 8785 (JCS) bytes of the entry's fields,
 //! including the previous entry's hash, so deleting, reordering or editing any row
 //! breaks every link after it.
 
-use noema_core::content_id::ContentId;
-use noema_core::jcs::JcsError;
+use crate::content_id::ContentId;
+use crate::jcs::JcsError;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;

@@ -1,0 +1,196 @@
+//! Scopes and principals: who a token acts as and what it may do.
+//!
+//! Noema's own scopes are `<service>:<read|write|admin>`, where admin implies write and
+//! write implies read. The original systems' scope names are honoured where their APIs
+//! are served (MoltNet's `diary:*`, `crypto:sign`, `agent:profile`; CogniRelay's
+//! `read:files`, `write:messages`, …); they are matched literally. `admin:peers` (and the
+//! owner token) is a superuser that passes every check, as in CogniRelay.
+
+use std::fmt;
+
+/// Services with Noema-native scopes.
+pub const SERVICES: [&str; 5] = ["ledger", "identity", "continuity", "orchestrator", "world"];
+
+/// The superuser scope (CogniRelay's owner scope).
+pub const SUPERUSER_SCOPE: &str = "admin:peers";
+
+/// Pseudo-scope required by RPCs any valid token may call.
+pub const AUTHENTICATED: &str = "authenticated";
+
+/// Scope names of the seed systems, honoured where their APIs are served.
+pub const MOLTNET_SCOPES: [&str; 5] = [
+    "diary:read",
+    "diary:write",
+    "diary:manage",
+    "crypto:sign",
+    "agent:profile",
+];
+pub const COGNIRELAY_SCOPES: [&str; 9] = [
+    "read:files",
+    "read:index",
+    "write:journal",
+    "write:messages",
+    "write:projects",
+    "search",
+    "compact:trigger",
+    "admin:peers",
+    "replication:sync",
+];
+
+/// Every scope a token may carry, sorted.
+pub fn known_scopes() -> Vec<String> {
+    let mut all: Vec<String> = SERVICES
+        .iter()
+        .flat_map(|svc| ["read", "write", "admin"].map(|level| format!("{svc}:{level}")))
+        .chain(MOLTNET_SCOPES.iter().map(|s| (*s).to_owned()))
+        .chain(COGNIRELAY_SCOPES.iter().map(|s| (*s).to_owned()))
+        .collect();
+    all.sort();
+    all.dedup();
+    all
+}
+
+pub fn is_known_scope(scope: &str) -> bool {
+    known_scopes().iter().any(|s| s == scope)
+}
+
+/// Every scope except the superuser one: what a token gets when none are asked for.
+pub fn default_scopes() -> Vec<String> {
+    known_scopes()
+        .into_iter()
+        .filter(|s| s != SUPERUSER_SCOPE)
+        .collect()
+}
+
+fn level_rank(level: &str) -> Option<u8> {
+    match level {
+        "read" => Some(0),
+        "write" => Some(1),
+        "admin" => Some(2),
+        _ => None,
+    }
+}
+
+/// Whether holding `held` satisfies `required` (one alternative, no `|`).
+fn satisfies(held: &str, required: &str) -> bool {
+    if held == required {
+        return true;
+    }
+    match (held.split_once(':'), required.split_once(':')) {
+        (Some((held_svc, held_level)), Some((req_svc, req_level)))
+            if held_svc == req_svc && SERVICES.contains(&held_svc) =>
+        {
+            matches!(
+                (level_rank(held_level), level_rank(req_level)),
+                (Some(h), Some(r)) if h >= r
+            )
+        }
+        _ => false,
+    }
+}
+
+/// The authenticated caller of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub token_id: String,
+    /// Who the token acts as; a registered agent id makes it act as that agent.
+    pub peer_id: String,
+    pub scopes: Vec<String>,
+    pub read_namespaces: Vec<String>,
+    pub write_namespaces: Vec<String>,
+    pub superuser: bool,
+}
+
+impl Principal {
+    /// The principal of an unauthenticated request when `auth.anonymous_scopes` allows it.
+    pub fn anonymous(scopes: Vec<String>) -> Principal {
+        Principal {
+            token_id: String::new(),
+            peer_id: "anonymous".into(),
+            scopes,
+            read_namespaces: vec!["*".into()],
+            write_namespaces: vec!["*".into()],
+            superuser: false,
+        }
+    }
+
+    /// Whether this principal may call something requiring `required`, which may list
+    /// alternatives separated by `|`.
+    pub fn allows(&self, required: &str) -> bool {
+        if self.superuser || required == AUTHENTICATED {
+            return true;
+        }
+        required
+            .split('|')
+            .any(|alternative| self.scopes.iter().any(|held| satisfies(held, alternative)))
+    }
+}
+
+impl fmt::Display for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the token itself: only its id and who it acts as.
+        write!(f, "{} (token {})", self.peer_id, self.token_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn principal(scopes: &[&str]) -> Principal {
+        Principal {
+            token_id: "tok".into(),
+            peer_id: "p".into(),
+            scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+            read_namespaces: vec![],
+            write_namespaces: vec![],
+            superuser: false,
+        }
+    }
+
+    #[test]
+    fn noema_levels_imply_lower_levels_of_the_same_service() {
+        let admin = principal(&["ledger:admin"]);
+        assert!(admin.allows("ledger:read"));
+        assert!(admin.allows("ledger:write"));
+        assert!(admin.allows("ledger:admin"));
+        assert!(!admin.allows("identity:read"));
+        let reader = principal(&["ledger:read"]);
+        assert!(reader.allows("ledger:read"));
+        assert!(!reader.allows("ledger:write"));
+    }
+
+    #[test]
+    fn seed_scopes_match_literally_and_alternatives_work() {
+        let diary = principal(&["diary:write"]);
+        assert!(diary.allows("identity:write|diary:write"));
+        assert!(!diary.allows("diary:read"));
+        assert!(!diary.allows("identity:write"));
+    }
+
+    #[test]
+    fn superuser_and_authenticated() {
+        let mut p = principal(&[]);
+        assert!(p.allows(AUTHENTICATED));
+        assert!(!p.allows("ledger:read"));
+        p.superuser = true;
+        assert!(p.allows("ledger:admin"));
+    }
+
+    #[test]
+    fn the_known_scope_list_has_every_family() {
+        let known = known_scopes();
+        for scope in [
+            "ledger:read",
+            "world:admin",
+            "diary:manage",
+            "crypto:sign",
+            "read:files",
+            "admin:peers",
+        ] {
+            assert!(known.iter().any(|s| s == scope), "{scope}");
+        }
+        assert!(!default_scopes().iter().any(|s| s == SUPERUSER_SCOPE));
+        assert!(!is_known_scope("ledger:delete"));
+    }
+}

@@ -1,0 +1,4 @@
+//! `sqlx::migrate!` embeds migrations at compile time but does not watch for new files.
+fn main() {
+    println!("cargo:rerun-if-changed=../../migrations/identity");
+}

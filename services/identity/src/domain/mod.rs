@@ -1,0 +1,4 @@
+//! The identity service's rules: no I/O here.
+
+pub mod agent;
+pub mod token;

@@ -1,0 +1,465 @@
+//! API tokens: random secrets with a recognisable prefix, stored only as SHA-256, with a
+//! principal, scopes, namespaces and an optional expiry. Templates follow CogniRelay's
+//! governance policy (seed 001).
+
+use noema_core::content_id::sha256_hex;
+use noema_core::scopes::{self, Principal};
+use time::OffsetDateTime;
+use time::macros::format_description;
+
+use crate::error::IdentityError;
+
+/// Every token starts with this, so a leaked one is recognisable (secret scanners, logs).
+pub const TOKEN_PREFIX: &str = "noema_";
+/// Id of the owner token created at bootstrap.
+pub const OWNER_TOKEN_ID: &str = "owner";
+pub const OWNER_PEER_ID: &str = "owner";
+/// Longest accepted `ttl_seconds` (one year), as CogniRelay.
+pub const MAX_TTL_SECONDS: u64 = 31_536_000;
+
+/// A token as stored (never the secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRecord {
+    pub token_id: String,
+    pub token_sha256: String,
+    pub peer_id: String,
+    pub scopes: Vec<String>,
+    pub read_namespaces: Vec<String>,
+    pub write_namespaces: Vec<String>,
+    pub superuser: bool,
+    pub status: TokenStatus,
+    pub issued_at: OffsetDateTime,
+    pub expires_at: Option<OffsetDateTime>,
+    pub revoked_at: Option<OffsetDateTime>,
+    pub revoked_reason: Option<String>,
+    pub rotated_at: Option<OffsetDateTime>,
+    pub rotated_to_token_id: Option<String>,
+    pub rotated_from_token_id: Option<String>,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenStatus {
+    Active,
+    Revoked,
+}
+
+impl TokenStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenStatus::Active => "active",
+            TokenStatus::Revoked => "revoked",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<TokenStatus, IdentityError> {
+        match text {
+            "active" => Ok(TokenStatus::Active),
+            "revoked" => Ok(TokenStatus::Revoked),
+            other => Err(IdentityError::Corrupt(format!(
+                "unknown token status {other:?}"
+            ))),
+        }
+    }
+}
+
+impl TokenRecord {
+    /// `active`, `revoked` or `expired`, as of `now`.
+    pub fn effective_status(&self, now: OffsetDateTime) -> &'static str {
+        match (self.status, self.expires_at) {
+            (TokenStatus::Revoked, _) => "revoked",
+            (TokenStatus::Active, Some(expiry)) if expiry <= now => "expired",
+            (TokenStatus::Active, _) => "active",
+        }
+    }
+
+    /// The principal this token authenticates as, or why it does not.
+    pub fn principal(&self, now: OffsetDateTime) -> Result<Principal, IdentityError> {
+        match self.effective_status(now) {
+            "revoked" => Err(IdentityError::Unauthenticated("token revoked".into())),
+            "expired" => Err(IdentityError::Unauthenticated("token expired".into())),
+            _ => Ok(Principal {
+                token_id: self.token_id.clone(),
+                peer_id: self.peer_id.clone(),
+                scopes: self.scopes.clone(),
+                read_namespaces: self.read_namespaces.clone(),
+                write_namespaces: self.write_namespaces.clone(),
+                superuser: self.superuser
+                    || self.scopes.iter().any(|s| s == scopes::SUPERUSER_SCOPE),
+            }),
+        }
+    }
+}
+
+/// `sha256:<hex>` of a token secret: the only form in which tokens are stored or compared.
+pub fn token_sha256(secret: &str) -> String {
+    format!("sha256:{}", sha256_hex(secret.as_bytes()))
+}
+
+/// Accepts `sha256:<hex>` or bare hex (CogniRelay accepts both) and returns `sha256:<hex>`.
+pub fn normalize_sha256(text: &str) -> Result<String, IdentityError> {
+    let hex = text
+        .strip_prefix("sha256:")
+        .unwrap_or(text)
+        .to_ascii_lowercase();
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(format!("sha256:{hex}"))
+    } else {
+        Err(IdentityError::InvalidArgument(
+            "token_sha256 must be 64 hex digits, optionally prefixed with sha256:".into(),
+        ))
+    }
+}
+
+fn random_hex(bytes: usize) -> Result<String, IdentityError> {
+    let mut buffer = vec![0u8; bytes];
+    getrandom::fill(&mut buffer).map_err(|e| IdentityError::Randomness(e.to_string()))?;
+    Ok(data_encoding::HEXLOWER.encode(&buffer))
+}
+
+/// A new secret: the prefix and 160 random bits as 40 hex digits.
+pub fn generate_secret() -> Result<String, IdentityError> {
+    Ok(format!("{TOKEN_PREFIX}{}", random_hex(20)?))
+}
+
+/// `tok_<YYYYMMDDTHHMMSSZ>_<8 hex>`, as CogniRelay.
+pub fn generate_token_id(now: OffsetDateTime) -> Result<String, IdentityError> {
+    let stamp = now
+        .format(format_description!(
+            "[year][month][day]T[hour][minute][second]Z"
+        ))
+        .map_err(|e| IdentityError::Corrupt(e.to_string()))?;
+    Ok(format!("tok_{stamp}_{}", random_hex(4)?))
+}
+
+/// Scopes and namespaces of a governance template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    pub scopes: Vec<String>,
+    pub read_namespaces: Vec<String>,
+    pub write_namespaces: Vec<String>,
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// CogniRelay's templates (`shared/compat/cognirelay.md` §13). `owner` is the superuser.
+pub fn template(name: &str) -> Result<Template, IdentityError> {
+    match name {
+        "owner" => Ok(Template {
+            scopes: strings(&[scopes::SUPERUSER_SCOPE]),
+            read_namespaces: strings(&["*"]),
+            write_namespaces: strings(&["*"]),
+        }),
+        "collaboration_peer" => Ok(Template {
+            scopes: strings(&["read:files", "search", "write:messages", "write:projects"]),
+            read_namespaces: strings(&["memory/coordination", "messages", "tasks"]),
+            write_namespaces: strings(&[
+                "memory/coordination/handoffs",
+                "memory/coordination/shared",
+                "memory/coordination/reconciliations",
+                "messages",
+                "tasks",
+            ]),
+        }),
+        "replication_peer" => Ok(Template {
+            scopes: strings(&["replication:sync", "read:files", "write:messages"]),
+            read_namespaces: strings(&["*"]),
+            write_namespaces: strings(&[
+                "archive",
+                "essays",
+                "journal",
+                "memory",
+                "messages",
+                "patches",
+                "peers",
+                "projects",
+                "runs",
+                "snapshots",
+                "tasks",
+            ]),
+        }),
+        other => Err(IdentityError::InvalidArgument(format!(
+            "unknown template {other:?}; expected owner, collaboration_peer or replication_peer"
+        ))),
+    }
+}
+
+/// What a new token should carry, validated. Built from an issue or rotate request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenSpec {
+    pub peer_id: String,
+    pub scopes: Vec<String>,
+    pub read_namespaces: Vec<String>,
+    pub write_namespaces: Vec<String>,
+    pub expires_at: Option<OffsetDateTime>,
+    pub description: String,
+}
+
+/// Raw fields of an issue request, before validation.
+#[derive(Debug, Clone, Default)]
+pub struct TokenRequest {
+    pub peer_id: String,
+    pub scopes: Vec<String>,
+    pub read_namespaces: Vec<String>,
+    pub write_namespaces: Vec<String>,
+    pub expires_at: Option<OffsetDateTime>,
+    pub ttl_seconds: u64,
+    pub description: String,
+    pub template: String,
+}
+
+fn sorted_unique(mut items: Vec<String>) -> Vec<String> {
+    items.sort();
+    items.dedup();
+    items
+}
+
+fn validate_namespaces(field: &str, namespaces: &[String]) -> Result<(), IdentityError> {
+    for ns in namespaces {
+        let bad = ns.is_empty()
+            || ns.starts_with('/')
+            || ns
+                .split('/')
+                .any(|seg| seg.is_empty() || seg == "." || seg == "..");
+        if bad && ns != "*" {
+            return Err(IdentityError::InvalidArgument(format!(
+                "{field}: {ns:?} is not a namespace (relative path like memory/coordination, or *)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Validates a request into a spec: known scopes, sane namespaces, one expiry form.
+/// Empty scopes mean every scope except `admin:peers` (never granted by default);
+/// empty namespaces mean `*`.
+pub fn token_spec(request: TokenRequest, now: OffsetDateTime) -> Result<TokenSpec, IdentityError> {
+    if request.peer_id.trim().is_empty() {
+        return Err(IdentityError::InvalidArgument("peer_id is required".into()));
+    }
+    let template = if request.template.is_empty() {
+        None
+    } else {
+        Some(template(&request.template)?)
+    };
+    let pick = |explicit: Vec<String>, from_template: Option<Vec<String>>, default: Vec<String>| {
+        if !explicit.is_empty() {
+            explicit
+        } else {
+            from_template.unwrap_or(default)
+        }
+    };
+    let scopes = sorted_unique(pick(
+        request.scopes,
+        template.as_ref().map(|t| t.scopes.clone()),
+        scopes::default_scopes(),
+    ));
+    let unknown: Vec<&String> = scopes
+        .iter()
+        .filter(|s| !scopes::is_known_scope(s))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(IdentityError::InvalidArgument(format!(
+            "unknown scopes {unknown:?}; known scopes: {}",
+            scopes::known_scopes().join(", ")
+        )));
+    }
+    let read_namespaces = sorted_unique(pick(
+        request.read_namespaces,
+        template.as_ref().map(|t| t.read_namespaces.clone()),
+        vec!["*".into()],
+    ));
+    let write_namespaces = sorted_unique(pick(
+        request.write_namespaces,
+        template.as_ref().map(|t| t.write_namespaces.clone()),
+        vec!["*".into()],
+    ));
+    validate_namespaces("read_namespaces", &read_namespaces)?;
+    validate_namespaces("write_namespaces", &write_namespaces)?;
+    let expires_at = match (request.expires_at, request.ttl_seconds) {
+        (Some(_), ttl) if ttl > 0 => {
+            return Err(IdentityError::InvalidArgument(
+                "give expires_at or ttl_seconds, not both".into(),
+            ));
+        }
+        (Some(at), _) if at <= now => {
+            return Err(IdentityError::InvalidArgument(
+                "expires_at must be in the future".into(),
+            ));
+        }
+        (Some(at), _) => Some(at),
+        (None, 0) => None,
+        (None, ttl) if ttl > MAX_TTL_SECONDS => {
+            return Err(IdentityError::InvalidArgument(format!(
+                "ttl_seconds must be between 1 and {MAX_TTL_SECONDS}"
+            )));
+        }
+        (None, ttl) => Some(now + time::Duration::seconds(i64::try_from(ttl).unwrap_or(0))),
+    };
+    Ok(TokenSpec {
+        peer_id: request.peer_id,
+        scopes,
+        read_namespaces,
+        write_namespaces,
+        expires_at,
+        description: request.description,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn request(peer: &str) -> TokenRequest {
+        TokenRequest {
+            peer_id: peer.into(),
+            ..TokenRequest::default()
+        }
+    }
+
+    #[test]
+    fn secrets_are_prefixed_random_and_hashed() {
+        let a = generate_secret().unwrap();
+        let b = generate_secret().unwrap();
+        assert!(a.starts_with("noema_") && a.len() == 46, "{a}");
+        assert_ne!(a, b);
+        assert_eq!(token_sha256(&a).len(), 71);
+        assert_eq!(
+            normalize_sha256(&token_sha256(&a)[7..]).unwrap(),
+            token_sha256(&a)
+        );
+        assert!(normalize_sha256("sha256:xyz").is_err());
+    }
+
+    #[test]
+    fn token_ids_follow_cognirelay() {
+        let id = generate_token_id(OffsetDateTime::UNIX_EPOCH).unwrap();
+        assert!(
+            id.starts_with("tok_19700101T000000Z_") && id.len() == 29,
+            "{id}"
+        );
+    }
+
+    #[test]
+    fn defaults_never_grant_the_superuser_scope() {
+        let spec = token_spec(request("p"), OffsetDateTime::UNIX_EPOCH).unwrap();
+        assert!(!spec.scopes.iter().any(|s| s == "admin:peers"));
+        assert!(spec.scopes.iter().any(|s| s == "ledger:admin"));
+        assert_eq!(spec.read_namespaces, ["*"]);
+    }
+
+    #[test]
+    fn templates_fill_what_is_not_explicit() {
+        let spec = token_spec(
+            TokenRequest {
+                template: "collaboration_peer".into(),
+                ..request("peer-1")
+            },
+            OffsetDateTime::UNIX_EPOCH,
+        )
+        .unwrap();
+        assert_eq!(
+            spec.scopes,
+            ["read:files", "search", "write:messages", "write:projects"]
+        );
+        assert!(
+            spec.write_namespaces
+                .contains(&"memory/coordination/handoffs".to_owned())
+        );
+        assert!(
+            !spec
+                .read_namespaces
+                .contains(&"memory/continuity".to_owned())
+        );
+    }
+
+    #[test]
+    fn bad_requests_say_what_to_fix() {
+        let now = OffsetDateTime::UNIX_EPOCH + time::Duration::days(1);
+        let err = token_spec(
+            TokenRequest {
+                scopes: vec!["ledger:delete".into()],
+                ..request("p")
+            },
+            now,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("unknown scopes"), "{err}");
+        let err = token_spec(
+            TokenRequest {
+                ttl_seconds: MAX_TTL_SECONDS + 1,
+                ..request("p")
+            },
+            now,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("ttl_seconds"), "{err}");
+        let err = token_spec(
+            TokenRequest {
+                ttl_seconds: 5,
+                expires_at: Some(now + time::Duration::hours(1)),
+                ..request("p")
+            },
+            now,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("not both"), "{err}");
+        let err = token_spec(
+            TokenRequest {
+                read_namespaces: vec!["../x".into()],
+                ..request("p")
+            },
+            now,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("read_namespaces"), "{err}");
+        assert!(token_spec(request(""), now).is_err());
+        assert!(
+            token_spec(
+                TokenRequest {
+                    template: "root".into(),
+                    ..request("p")
+                },
+                now
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn revoked_and_expired_tokens_do_not_authenticate() {
+        let now = OffsetDateTime::UNIX_EPOCH + time::Duration::days(1);
+        let mut record = TokenRecord {
+            token_id: "t".into(),
+            token_sha256: token_sha256("x"),
+            peer_id: "p".into(),
+            scopes: vec!["admin:peers".into()],
+            read_namespaces: vec![],
+            write_namespaces: vec![],
+            superuser: false,
+            status: TokenStatus::Active,
+            issued_at: OffsetDateTime::UNIX_EPOCH,
+            expires_at: None,
+            revoked_at: None,
+            revoked_reason: None,
+            rotated_at: None,
+            rotated_to_token_id: None,
+            rotated_from_token_id: None,
+            description: String::new(),
+        };
+        assert!(record.principal(now).unwrap().superuser);
+        record.expires_at = Some(now);
+        assert_eq!(
+            record.principal(now).unwrap_err().to_string(),
+            "token expired"
+        );
+        record.status = TokenStatus::Revoked;
+        assert_eq!(
+            record.principal(now).unwrap_err().to_string(),
+            "token revoked"
+        );
+    }
+}

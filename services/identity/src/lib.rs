@@ -1,0 +1,71 @@
+//! The identity service (seed `004` with seed `001`'s token model): agents and their
+//! Ed25519 keys on trust-first-use, audited key rotation with proof of possession,
+//! signature verification, and scoped API tokens stored only as SHA-256.
+//!
+//! `api` adapts gRPC, `domain` holds the rules, `store` holds the SQL.
+
+pub mod api;
+pub mod auth;
+pub mod domain;
+pub mod error;
+pub mod store;
+
+use std::sync::Arc;
+
+use noema_proto::identity::v1::identity_service_server::IdentityServiceServer;
+use noema_store::Database;
+use time::OffsetDateTime;
+
+pub use error::IdentityError;
+pub use store::{IdentityStore, MIGRATIONS};
+
+pub const SERVICE_NAME: &str = "noema.identity.v1.IdentityService";
+
+/// Builds the identity gRPC service over an already-migrated database.
+pub async fn service(
+    db: Database,
+) -> Result<IdentityServiceServer<api::IdentityApi>, IdentityError> {
+    db.audit_init(noema_core::audit::AuditDraft {
+        actor: "system:init".into(),
+        action: "init".into(),
+        target_id: None,
+        target_type: Some("identity".into()),
+        detail: None,
+    })
+    .await?;
+    Ok(IdentityServiceServer::new(api::IdentityApi::new(
+        IdentityStore::new(db),
+    )))
+}
+
+/// The authenticator for the process that hosts identity.
+pub fn local_authenticator(db: Database) -> Arc<dyn noema_runtime::auth::Authenticator> {
+    Arc::new(auth::LocalAuthenticator::new(IdentityStore::new(db)))
+}
+
+/// Makes `token_sha256` the owner (superuser) token. Returns whether it changed anything.
+pub async fn ensure_owner_token(db: Database, token_sha256: &str) -> Result<bool, IdentityError> {
+    let owner = domain::token::TokenRecord {
+        token_id: domain::token::OWNER_TOKEN_ID.into(),
+        token_sha256: token_sha256.to_owned(),
+        peer_id: domain::token::OWNER_PEER_ID.into(),
+        scopes: vec![noema_core::scopes::SUPERUSER_SCOPE.into()],
+        read_namespaces: vec!["*".into()],
+        write_namespaces: vec!["*".into()],
+        superuser: true,
+        status: domain::token::TokenStatus::Active,
+        issued_at: OffsetDateTime::now_utc(),
+        expires_at: None,
+        revoked_at: None,
+        revoked_reason: None,
+        rotated_at: None,
+        rotated_to_token_id: None,
+        rotated_from_token_id: None,
+        description: "owner token".into(),
+    };
+    IdentityStore::new(db)
+        .ensure_owner(&owner, OffsetDateTime::now_utc())
+        .await
+}
+
+pub use domain::token::{generate_secret, token_sha256};

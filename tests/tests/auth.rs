@@ -1,0 +1,161 @@
+//! Every RPC of every service in the cluster refuses a missing token and a token without
+//! the scope it declares; every non-public REST route does the same. The RPC list comes
+//! from the descriptor set, so a new RPC is covered without editing this test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use noema_e2e::{TestCluster, anonymous, client_as, cluster_cases};
+use prost::Message;
+use tonic::codegen::http::uri::PathAndQuery;
+
+cluster_cases!(
+    every_rpc_requires_a_token_and_its_scope,
+    every_rest_route_requires_a_token_and_its_scope,
+);
+
+/// `(service, method path)` for every Noema RPC in the descriptor set.
+fn every_rpc() -> Vec<(String, String)> {
+    let set = prost_types::FileDescriptorSet::decode(noema_proto::FILE_DESCRIPTOR_SET).unwrap();
+    let mut out = Vec::new();
+    for file in set.file {
+        let package = file.package().to_owned();
+        if !package.starts_with("noema.") {
+            continue;
+        }
+        for service in &file.service {
+            let full = format!("{package}.{}", service.name());
+            for method in &service.method {
+                out.push((full.clone(), format!("/{full}/{}", method.name())));
+            }
+        }
+    }
+    assert!(
+        out.len() >= 17,
+        "descriptor set lists too few RPCs: {out:?}"
+    );
+    out
+}
+
+/// Calls `path` with an empty request and the given bearer token (if any).
+async fn call(
+    channel: tonic::transport::Channel,
+    path: &str,
+    token: Option<&str>,
+) -> tonic::Status {
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let mut request = tonic::Request::new(());
+    if let Some(token) = token {
+        request
+            .metadata_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    }
+    let codec = tonic_prost::ProstCodec::<(), ()>::default();
+    match grpc
+        .unary(request, PathAndQuery::try_from(path).unwrap(), codec)
+        .await
+    {
+        Ok(_) => tonic::Status::ok(""),
+        Err(status) => status,
+    }
+}
+
+async fn every_rpc_requires_a_token_and_its_scope(cluster: &TestCluster) {
+    // A valid token whose only scope no Noema RPC requires.
+    let unrelated = cluster
+        .issue_token("peer:unrelated", &["search"])
+        .await
+        .unwrap();
+    for (service, path) in every_rpc() {
+        let endpoint = cluster
+            .endpoint_of(&service)
+            .unwrap_or_else(|| panic!("the test cluster does not know where {service} is served"));
+        let channel = cluster.channel(endpoint).await.unwrap();
+
+        let status = call(channel.clone(), &path, None).await;
+        assert_eq!(
+            status.code(),
+            tonic::Code::Unauthenticated,
+            "{path} without a token: {status:?}"
+        );
+
+        let status = call(channel.clone(), &path, Some("noema_not_a_real_token")).await;
+        assert_eq!(
+            status.code(),
+            tonic::Code::Unauthenticated,
+            "{path} with a bogus token"
+        );
+        assert_eq!(status.message(), "invalid token", "{path}");
+
+        let required = noema_proto::required_scope(&path).unwrap();
+        let status = call(channel, &path, Some(&unrelated)).await;
+        if required == noema_core::scopes::AUTHENTICATED {
+            assert!(
+                !matches!(
+                    status.code(),
+                    tonic::Code::Unauthenticated | tonic::Code::PermissionDenied
+                ),
+                "{path} needs only a valid token: {status:?}"
+            );
+        } else {
+            assert_eq!(
+                status.code(),
+                tonic::Code::PermissionDenied,
+                "{path} without {required}"
+            );
+            assert!(
+                status.message().contains(required),
+                "{path}: {}",
+                status.message()
+            );
+        }
+    }
+}
+
+async fn every_rest_route_requires_a_token_and_its_scope(cluster: &TestCluster) {
+    let unrelated = cluster
+        .issue_token("peer:unrelated", &["search"])
+        .await
+        .unwrap();
+    let doc: serde_json::Value = anonymous()
+        .get(format!("{}/openapi.json", cluster.rest_url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut checked = 0;
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        let concrete = path
+            .replace("{agent_id}", "agent:probe")
+            .replace("{fingerprint}", "21FE-31DF-A154-A261");
+        for (method, op) in ops.as_object().unwrap() {
+            let url = format!("{}{concrete}", cluster.rest_url);
+            let public = op["security"].as_array().is_some_and(|s| s.is_empty());
+            let send = |client: reqwest::Client| {
+                let request = match method.as_str() {
+                    "get" => client.get(&url),
+                    "post" => client.post(&url).body("{}"),
+                    other => panic!("untested method {other}"),
+                };
+                request.send()
+            };
+            let status = send(anonymous()).await.unwrap().status().as_u16();
+            if public {
+                assert_ne!(status, 401, "{method} {path} is documented as public");
+                continue;
+            }
+            assert_eq!(status, 401, "{method} {path} without a token");
+            let status = send(client_as(&unrelated)).await.unwrap().status().as_u16();
+            if *path != "/crypto/identity" {
+                assert_eq!(
+                    status, 403,
+                    "{method} {path} with a token lacking the scope"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 12, "only {checked} protected routes found");
+}
