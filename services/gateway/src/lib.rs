@@ -15,7 +15,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
-use axum::routing::{MethodRouter, get, post};
+use axum::routing::MethodRouter;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
 use noema_runtime::client::{ClientOptions, TracedChannel, channel};
@@ -81,7 +81,7 @@ pub struct RouteDoc {
     pub responses: &'static [(u16, &'static str)],
 }
 
-const fn doc(
+pub const fn doc(
     method: &'static str,
     path: &'static str,
     operation_id: &'static str,
@@ -108,7 +108,7 @@ const fn doc(
 }
 
 /// An operations route: no token needed.
-const fn public(doc: RouteDoc) -> RouteDoc {
+pub const fn public(doc: RouteDoc) -> RouteDoc {
     RouteDoc {
         public: true,
         responses: &[(200, "OK"), (503, "Unavailable")],
@@ -118,184 +118,10 @@ const fn public(doc: RouteDoc) -> RouteDoc {
 
 /// Every route the gateway serves. The router and the OpenAPI document both come from here.
 pub fn route_table() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
-    use routes::{identity, ledger, ops};
-    let ops_doc = |method, path, id, summary| public(doc(method, path, id, "operations", summary));
-    vec![
-        (
-            ops_doc(
-                "GET",
-                "/healthz",
-                "healthz",
-                "Liveness of the gateway process",
-            ),
-            get(ops::healthz),
-        ),
-        (
-            ops_doc(
-                "GET",
-                "/readyz",
-                "readyz",
-                "Readiness: every fronted service reports SERVING",
-            ),
-            get(ops::readyz),
-        ),
-        (
-            ops_doc(
-                "GET",
-                "/metrics",
-                "metrics",
-                "Prometheus metrics (text format)",
-            ),
-            get(ops::metrics),
-        ),
-        (
-            ops_doc("GET", "/openapi.json", "openapi", "This document"),
-            get(ops::openapi),
-        ),
-        (
-            doc(
-                "POST",
-                "/v1/agents",
-                "registerAgent",
-                "identity",
-                "Register an agent's Ed25519 key (trust on first use): 201 new, 200 same key, 422 public key mismatch",
-            ),
-            post(identity::register_agent),
-        ),
-        (
-            doc(
-                "GET",
-                "/v1/agents/{agent_id}",
-                "getAgent",
-                "identity",
-                "An agent and its current key",
-            ),
-            get(identity::get_agent),
-        ),
-        (
-            doc(
-                "POST",
-                "/v1/agents/{agent_id}/rotate-key",
-                "rotateKey",
-                "identity",
-                "Replace an agent's key; needs a signature by the current key",
-            ),
-            post(identity::rotate_key),
-        ),
-        (
-            doc(
-                "GET",
-                "/agents/{fingerprint}",
-                "getAgentByFingerprint",
-                "identity",
-                "MoltNet: an agent's public key by fingerprint",
-            ),
-            get(identity::agent_by_fingerprint),
-        ),
-        (
-            doc(
-                "GET",
-                "/crypto/identity",
-                "getCallerIdentity",
-                "identity",
-                "MoltNet: the caller's own identity and key",
-            ),
-            get(identity::caller_identity),
-        ),
-        (
-            RouteDoc {
-                query: &[
-                    ("peer_id", "Only this peer's tokens"),
-                    ("status", "active, revoked or expired"),
-                    (
-                        "include_inactive",
-                        "true to include revoked and expired tokens",
-                    ),
-                ],
-                ..doc(
-                    "GET",
-                    "/v1/security/tokens",
-                    "listTokens",
-                    "identity",
-                    "CogniRelay: tokens, newest first",
-                )
-            },
-            get(identity::list_tokens),
-        ),
-        (
-            doc(
-                "POST",
-                "/v1/security/tokens/issue",
-                "issueToken",
-                "identity",
-                "CogniRelay: issue a token (shown once)",
-            ),
-            post(identity::issue_token),
-        ),
-        (
-            doc(
-                "POST",
-                "/v1/security/tokens/revoke",
-                "revokeToken",
-                "identity",
-                "CogniRelay: revoke by token_id, token_sha256 or peer_id",
-            ),
-            post(identity::revoke_token),
-        ),
-        (
-            doc(
-                "POST",
-                "/v1/security/tokens/rotate",
-                "rotateToken",
-                "identity",
-                "CogniRelay: replace a token, revoking the old one",
-            ),
-            post(identity::rotate_token),
-        ),
-        (
-            doc(
-                "GET",
-                "/status",
-                "getStatus",
-                "ledger",
-                "System mode (RUNNING or STOPPED)",
-            ),
-            get(ledger::status),
-        ),
-        (
-            doc(
-                "POST",
-                "/stop",
-                "stop",
-                "ledger",
-                "Halt writes; reads continue. Actor from X-Actor",
-            ),
-            post(ledger::stop),
-        ),
-        (
-            doc(
-                "POST",
-                "/resume",
-                "resume",
-                "ledger",
-                "Accept writes again. Actor from X-Actor",
-            ),
-            post(ledger::resume),
-        ),
-        (
-            RouteDoc {
-                query: &[("limit", "Entries to return: default 50, at most 200")],
-                ..doc(
-                    "GET",
-                    "/audit",
-                    "listAudit",
-                    "ledger",
-                    "Audit log, newest first, hash-chained",
-                )
-            },
-            get(ledger::audit),
-        ),
-    ]
+    let mut routes = routes::ops::routes();
+    routes.extend(routes::identity::routes());
+    routes.extend(routes::ledger::routes());
+    routes
 }
 
 pub fn router(state: GatewayState, config: &GatewayConfig) -> Router {

@@ -13,6 +13,8 @@ use crate::error::{ApiError, ErrorStyle, Styled};
 use crate::forward::{grpc, json_body};
 use crate::go_json::GoJson;
 use crate::time_format::{parse_rfc3339, rfc3339_seconds};
+use crate::{RouteDoc, doc};
+use axum::routing::{MethodRouter, get, post};
 
 fn agent_body(agent: &pb::Agent) -> Value {
     json!({
@@ -385,4 +387,110 @@ pub async fn rotate_token(
         "committed": true,
         "latest_commit": null,
     })))
+}
+
+/// This module's routes and their documentation (see `crate::route_table`).
+pub fn routes() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
+    vec![
+        (
+            doc(
+                "POST",
+                "/v1/agents",
+                "registerAgent",
+                "identity",
+                "Register an agent's Ed25519 key (trust on first use): 201 new, 200 same key, 422 public key mismatch",
+            ),
+            post(register_agent),
+        ),
+        (
+            doc(
+                "GET",
+                "/v1/agents/{agent_id}",
+                "getAgent",
+                "identity",
+                "An agent and its current key",
+            ),
+            get(get_agent),
+        ),
+        (
+            doc(
+                "POST",
+                "/v1/agents/{agent_id}/rotate-key",
+                "rotateKey",
+                "identity",
+                "Replace an agent's key; needs a signature by the current key",
+            ),
+            post(rotate_key),
+        ),
+        (
+            doc(
+                "GET",
+                "/agents/{fingerprint}",
+                "getAgentByFingerprint",
+                "identity",
+                "MoltNet: an agent's public key by fingerprint",
+            ),
+            get(agent_by_fingerprint),
+        ),
+        (
+            doc(
+                "GET",
+                "/crypto/identity",
+                "getCallerIdentity",
+                "identity",
+                "MoltNet: the caller's own identity and key",
+            ),
+            get(caller_identity),
+        ),
+        (
+            RouteDoc {
+                query: &[
+                    ("peer_id", "Only this peer's tokens"),
+                    ("status", "active, revoked or expired"),
+                    (
+                        "include_inactive",
+                        "true to include revoked and expired tokens",
+                    ),
+                ],
+                ..doc(
+                    "GET",
+                    "/v1/security/tokens",
+                    "listTokens",
+                    "identity",
+                    "CogniRelay: tokens, newest first",
+                )
+            },
+            get(list_tokens),
+        ),
+        (
+            doc(
+                "POST",
+                "/v1/security/tokens/issue",
+                "issueToken",
+                "identity",
+                "CogniRelay: issue a token (shown once)",
+            ),
+            post(issue_token),
+        ),
+        (
+            doc(
+                "POST",
+                "/v1/security/tokens/revoke",
+                "revokeToken",
+                "identity",
+                "CogniRelay: revoke by token_id, token_sha256 or peer_id",
+            ),
+            post(revoke_token),
+        ),
+        (
+            doc(
+                "POST",
+                "/v1/security/tokens/rotate",
+                "rotateToken",
+                "identity",
+                "CogniRelay: replace a token, revoking the old one",
+            ),
+            post(rotate_token),
+        ),
+    ]
 }

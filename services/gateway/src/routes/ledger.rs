@@ -13,6 +13,8 @@ use crate::error::ApiError;
 use crate::forward::grpc;
 use crate::go_json::GoJson;
 use crate::time_format::rfc3339_seconds;
+use crate::{RouteDoc, doc};
+use axum::routing::{MethodRouter, get, post};
 
 /// open-cognition's SystemState: `mode`, `changed_by`, `changed_at` (UTC seconds).
 #[derive(Debug, Serialize)]
@@ -184,4 +186,53 @@ mod tests {
         assert_eq!(list_limit(Some("7")), 7);
         assert_eq!(list_limit(Some("9999")), 200);
     }
+}
+
+/// This module's routes and their documentation (see `crate::route_table`).
+pub fn routes() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
+    vec![
+        (
+            doc(
+                "GET",
+                "/status",
+                "getStatus",
+                "ledger",
+                "System mode (RUNNING or STOPPED)",
+            ),
+            get(status),
+        ),
+        (
+            doc(
+                "POST",
+                "/stop",
+                "stop",
+                "ledger",
+                "Halt writes; reads continue. Actor from X-Actor",
+            ),
+            post(stop),
+        ),
+        (
+            doc(
+                "POST",
+                "/resume",
+                "resume",
+                "ledger",
+                "Accept writes again. Actor from X-Actor",
+            ),
+            post(resume),
+        ),
+        (
+            RouteDoc {
+                query: &[("limit", "Entries to return: default 50, at most 200")],
+                ..doc(
+                    "GET",
+                    "/audit",
+                    "listAudit",
+                    "ledger",
+                    "Audit log, newest first, hash-chained",
+                )
+            },
+            get(audit),
+        ),
+    ]
 }

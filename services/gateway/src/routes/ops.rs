@@ -10,6 +10,8 @@ use tonic_health::pb::health_check_response::ServingStatus;
 
 use crate::GatewayState;
 use crate::go_json::GoJson;
+use crate::{RouteDoc, doc, public};
+use axum::routing::{MethodRouter, get};
 
 /// Liveness: the gateway process answers. Says nothing about the services behind it.
 pub async fn healthz() -> impl IntoResponse {
@@ -65,4 +67,42 @@ pub async fn metrics() -> impl IntoResponse {
 
 pub async fn openapi() -> impl IntoResponse {
     GoJson(crate::openapi::document())
+}
+
+/// This module's routes and their documentation (see `crate::route_table`).
+pub fn routes() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
+    let ops_doc = |method, path, id, summary| public(doc(method, path, id, "operations", summary));
+    vec![
+        (
+            ops_doc(
+                "GET",
+                "/healthz",
+                "healthz",
+                "Liveness of the gateway process",
+            ),
+            get(healthz),
+        ),
+        (
+            ops_doc(
+                "GET",
+                "/readyz",
+                "readyz",
+                "Readiness: every fronted service reports SERVING",
+            ),
+            get(readyz),
+        ),
+        (
+            ops_doc(
+                "GET",
+                "/metrics",
+                "metrics",
+                "Prometheus metrics (text format)",
+            ),
+            get(metrics),
+        ),
+        (
+            ops_doc("GET", "/openapi.json", "openapi", "This document"),
+            get(openapi),
+        ),
+    ]
 }

@@ -1,0 +1,110 @@
+//! The Rust SDK for agent runtimes: one authenticated connection to Noema's gRPC port,
+//! typed clients per service, and local signing (keys never leave the agent).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), noema_client::ClientError> {
+//! let noema = noema_client::Noema::connect("http://127.0.0.1:50051", "noema_…").await?;
+//! let status = noema.ledger().get_status(noema_client::pb::ledger::GetStatusRequest {}).await?;
+//! # let _ = status; Ok(()) }
+//! ```
+
+use std::time::Duration;
+
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+
+/// Generated messages, by service.
+pub mod pb {
+    pub use noema_proto::common::v1 as common;
+    pub use noema_proto::identity::v1 as identity;
+    pub use noema_proto::ledger::v1 as ledger;
+}
+
+pub use noema_core::keys::{PublicKey, Signature, SigningKeyPair};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("invalid endpoint {endpoint:?}: {reason}")]
+    Endpoint { endpoint: String, reason: String },
+    #[error("cannot connect to {endpoint}: {source}")]
+    Connect {
+        endpoint: String,
+        source: tonic::transport::Error,
+    },
+    #[error("the token is not a valid header value")]
+    Token,
+    #[error("{0}")]
+    Status(#[from] tonic::Status),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Adds `authorization: Bearer <token>` to every call.
+#[derive(Clone)]
+pub struct Bearer(MetadataValue<Ascii>);
+
+impl Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.0.clone());
+        Ok(request)
+    }
+}
+
+/// An authenticated channel.
+pub type AuthedChannel = InterceptedService<Channel, Bearer>;
+
+pub type LedgerClient =
+    noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient<AuthedChannel>;
+pub type IdentityClient =
+    noema_proto::identity::v1::identity_service_client::IdentityServiceClient<AuthedChannel>;
+
+/// A connection to Noema. Cheap to clone; clients share one HTTP/2 connection.
+#[derive(Clone)]
+pub struct Noema {
+    channel: AuthedChannel,
+}
+
+impl Noema {
+    /// Connects to `endpoint` (e.g. `http://127.0.0.1:50051`) presenting `token`.
+    pub async fn connect(endpoint: &str, token: &str) -> Result<Noema, ClientError> {
+        let channel = Endpoint::from_shared(endpoint.to_owned())
+            .map_err(|e| ClientError::Endpoint {
+                endpoint: endpoint.to_owned(),
+                reason: e.to_string(),
+            })?
+            .connect_timeout(Duration::from_secs(10))
+            .tcp_nodelay(true)
+            .connect()
+            .await
+            .map_err(|source| ClientError::Connect {
+                endpoint: endpoint.to_owned(),
+                source,
+            })?;
+        Self::with_channel(channel, token)
+    }
+
+    /// Uses an existing channel (e.g. one with TLS configured by the caller).
+    pub fn with_channel(channel: Channel, token: &str) -> Result<Noema, ClientError> {
+        let header = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| ClientError::Token)?;
+        Ok(Noema {
+            channel: InterceptedService::new(channel, Bearer(header)),
+        })
+    }
+
+    pub fn ledger(&self) -> LedgerClient {
+        LedgerClient::new(self.channel.clone())
+    }
+
+    pub fn identity(&self) -> IdentityClient {
+        IdentityClient::new(self.channel.clone())
+    }
+}
