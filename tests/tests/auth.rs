@@ -127,9 +127,16 @@ async fn every_rest_route_requires_a_token_and_its_scope(cluster: &TestCluster) 
         .unwrap();
     let mut checked = 0;
     for (path, ops) in doc["paths"].as_object().unwrap() {
-        let concrete = path
-            .replace("{agent_id}", "agent:probe")
-            .replace("{fingerprint}", "21FE-31DF-A154-A261");
+        // Any value fills a path parameter: authentication happens before validation.
+        let concrete: String = path
+            .split('/')
+            .map(|segment| match segment {
+                "{fingerprint}" => "21FE-31DF-A154-A261",
+                s if s.starts_with('{') => "probe-id",
+                s => s,
+            })
+            .collect::<Vec<_>>()
+            .join("/");
         for (method, op) in ops.as_object().unwrap() {
             let url = format!("{}{concrete}", cluster.rest_url);
             let public = op["security"].as_array().is_some_and(|s| s.is_empty());
@@ -137,6 +144,8 @@ async fn every_rest_route_requires_a_token_and_its_scope(cluster: &TestCluster) 
                 let request = match method.as_str() {
                     "get" => client.get(&url),
                     "post" => client.post(&url).body("{}"),
+                    "patch" => client.patch(&url).body("{}"),
+                    "delete" => client.delete(&url).body("{}"),
                     other => panic!("untested method {other}"),
                 };
                 request.send()
