@@ -115,6 +115,7 @@ async fn mode_transitions_are_audited_and_chained(cluster: &TestCluster) {
                 page_size: 2,
                 page_token: String::new(),
             }),
+            oldest_first: false,
         })
         .await
         .unwrap()
@@ -128,6 +129,7 @@ async fn mode_transitions_are_audited_and_chained(cluster: &TestCluster) {
                 page_size: 2,
                 page_token: token,
             }),
+            oldest_first: false,
         })
         .await
         .unwrap()
@@ -251,6 +253,7 @@ async fn bad_input_gets_invalid_argument(cluster: &TestCluster) {
                 page_size: 10,
                 page_token: "not-a-token".into(),
             }),
+            oldest_first: false,
         })
         .await
         .unwrap_err();

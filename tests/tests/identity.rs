@@ -539,7 +539,7 @@ async fn identity_writes_are_audited_in_a_chain(cluster: &TestCluster) {
     assert_eq!(status, 201);
     let mut identity = cluster.identity().await.unwrap();
     let entries = identity
-        .list_audit(noema_proto::common::v1::ListAuditRequest { page: None })
+        .list_audit(noema_proto::common::v1::ListAuditRequest::default())
         .await
         .unwrap()
         .into_inner()

@@ -118,16 +118,41 @@ pub trait ServiceError: std::error::Error {
             _ => self.to_string(),
         }
     }
+
+    /// A suggestion on how to fix the request, sent as a `google.rpc.Help` detail (the
+    /// gateway shows it as the seed systems' `hint` field).
+    fn hint(&self) -> Option<String> {
+        None
+    }
 }
 
-/// The single conversion from a service error to a `tonic::Status`. Internal and
-/// unavailable causes are logged here, once, with their full chain.
+/// The single conversion from a service error to a `tonic::Status`. Internal causes are
+/// logged here, once, with their full chain; only the public message is sent.
 pub fn to_status<E: ServiceError + ?Sized>(err: &E) -> tonic::Status {
+    use tonic_types::{ErrorDetails, StatusExt};
     let code = err.code();
-    if matches!(code, ErrorCode::Internal | ErrorCode::Unavailable) {
+    if code == ErrorCode::Internal {
         tracing::error!(code = %code, error = %ErrorChain(err), "request failed");
     }
-    tonic::Status::new(code.grpc_code(), err.public_message())
+    match err.hint() {
+        Some(hint) => tonic::Status::with_error_details(
+            code.grpc_code(),
+            err.public_message(),
+            ErrorDetails::with_help_link(hint, ""),
+        ),
+        None => tonic::Status::new(code.grpc_code(), err.public_message()),
+    }
+}
+
+/// The hint carried by a status made by [`to_status`], if any.
+pub fn status_hint(status: &tonic::Status) -> Option<String> {
+    use tonic_types::StatusExt;
+    status
+        .get_error_details()
+        .help()
+        .and_then(|help| help.links.first())
+        .map(|link| link.description.clone())
+        .filter(|hint| !hint.is_empty())
 }
 
 /// Displays an error followed by its `source()` chain: `outer: inner: innermost`.
@@ -154,6 +179,28 @@ mod tests {
         for code in ErrorCode::ALL {
             assert_eq!(ErrorCode::from_grpc(code.grpc_code()), code);
         }
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("bad thing")]
+    struct Hinted;
+
+    impl ServiceError for Hinted {
+        fn code(&self) -> ErrorCode {
+            ErrorCode::InvalidArgument
+        }
+        fn hint(&self) -> Option<String> {
+            Some("do it right".into())
+        }
+    }
+
+    #[test]
+    fn hints_travel_in_status_details() {
+        let status = to_status(&Hinted);
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert_eq!(status.message(), "bad thing");
+        assert_eq!(status_hint(&status).as_deref(), Some("do it right"));
+        assert_eq!(status_hint(&tonic::Status::internal("x")), None);
     }
 
     #[test]

@@ -12,8 +12,11 @@ use crate::go_json::GoJson;
 /// Whose error conventions a route follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorStyle {
-    /// `{"error", "code"}` (also open-cognition's, which adds `hint` where it has one).
+    /// `{"error", "code"}`.
     Noema,
+    /// open-cognition: `{"error", "code"}` plus `hint` where it has one; validation
+    /// failures (INVALID_ARGUMENT) are 422, as the original answers them.
+    OpenCognition,
     /// RFC 9457 problem details as MoltNet writes them, plus `error`.
     MoltNet,
     /// FastAPI's `{"detail": …}` as CogniRelay writes it, plus `error` and `code`.
@@ -69,7 +72,11 @@ impl From<tonic::Status> for ApiError {
         if code == ErrorCode::Internal {
             tracing::error!(grpc_code = ?status.code(), message = %status.message(), "downstream call failed");
         }
-        ApiError::new(code, message)
+        let mut error = ApiError::new(code, message);
+        if let Some(hint) = noema_core::status_hint(&status) {
+            error.extra.insert("hint".into(), Value::String(hint));
+        }
+        error
     }
 }
 
@@ -110,9 +117,21 @@ fn moltnet_problem(status: u16) -> (&'static str, &'static str, &'static str) {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = self.code.http_status();
+        let mut status = self.code.http_status();
         let mut body = self.extra;
+        if self.style != ErrorStyle::OpenCognition {
+            body.remove("hint");
+        }
         match self.style {
+            ErrorStyle::OpenCognition => {
+                if self.code == ErrorCode::InvalidArgument
+                    && !self.message.starts_with("invalid JSON: ")
+                {
+                    status = axum::http::StatusCode::UNPROCESSABLE_ENTITY;
+                }
+                body.insert("error".into(), Value::String(self.message));
+                body.insert("code".into(), Value::String(self.code.as_str().into()));
+            }
             ErrorStyle::Noema => {
                 body.insert("error".into(), Value::String(self.message));
                 body.insert("code".into(), Value::String(self.code.as_str().into()));

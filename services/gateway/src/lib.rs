@@ -52,7 +52,9 @@ impl GatewayState {
         let ledger_channel = channel("ledger", &config.ledger_endpoint, options)?;
         Ok(GatewayState {
             identity: IdentityServiceClient::new(identity_channel.clone()),
-            ledger: LedgerServiceClient::new(ledger_channel.clone()),
+            ledger: LedgerServiceClient::new(ledger_channel.clone())
+                .max_decoding_message_size(noema_ledger_message_limit())
+                .max_encoding_message_size(noema_ledger_message_limit()),
             health: vec![
                 (
                     "noema.identity.v1.IdentityService",
@@ -65,6 +67,11 @@ impl GatewayState {
             ],
         })
     }
+}
+
+/// Largest ledger message (a 16 MiB payload and its fields), as the ledger allows.
+const fn noema_ledger_message_limit() -> usize {
+    20 * 1024 * 1024
 }
 
 /// One served route and its documentation.
@@ -121,6 +128,7 @@ pub fn route_table() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
     let mut routes = routes::ops::routes();
     routes.extend(routes::identity::routes());
     routes.extend(routes::ledger::routes());
+    routes.extend(routes::ledger_objects::routes());
     routes
 }
 

@@ -1,11 +1,37 @@
-//! The ledger's failures, each knowing its `ErrorCode`.
+//! The ledger's failures, each knowing its `ErrorCode`. Public texts follow
+//! open-cognition's messages where it has them.
 
-use noema_core::{ErrorCode, ServiceError};
+use noema_core::{ErrorChain, ErrorCode, ServiceError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
+    /// Bad input; open-cognition answers these 422 (with a hint for signature problems).
+    #[error("{message}")]
+    Invalid {
+        message: String,
+        hint: Option<String>,
+    },
+    #[error("system is STOPPED; no writes accepted")]
+    Stopped,
+    #[error("canonical object with this id already exists")]
+    DuplicateCanonical,
+    #[error("reference with this id already exists")]
+    DuplicateReference,
+    #[error("object already exists in storage (orphaned write?); inspect and reconcile manually")]
+    StorageConflict,
     #[error("{0}")]
-    InvalidArgument(String),
+    NotFound(String),
+    #[error("failed to check object storage")]
+    StorageCheck(#[source] noema_store::ObjectError),
+    #[error("failed to write to object storage")]
+    StorageWrite(#[source] noema_store::ObjectError),
+    #[error("failed to read object storage")]
+    StorageRead(#[source] noema_store::ObjectError),
+    #[error("payload stored but ledger insert failed — object may need reconciliation")]
+    LedgerInsertAfterStore(#[source] Box<LedgerError>),
+    /// The identity service refused or failed (TOFU key registration).
+    #[error("{}", .0.message())]
+    Identity(tonic::Status),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
     #[error("audit log: {0}")]
@@ -14,22 +40,97 @@ pub enum LedgerError {
     Corrupt(String),
 }
 
+impl LedgerError {
+    pub fn invalid(message: impl Into<String>) -> Self {
+        LedgerError::Invalid {
+            message: message.into(),
+            hint: None,
+        }
+    }
+}
+
+impl From<crate::domain::canonical::Invalid> for LedgerError {
+    fn from(invalid: crate::domain::canonical::Invalid) -> Self {
+        LedgerError::invalid(invalid.0)
+    }
+}
+
+impl From<crate::domain::reference::Refusal> for LedgerError {
+    fn from(refusal: crate::domain::reference::Refusal) -> Self {
+        LedgerError::Invalid {
+            message: refusal.message,
+            hint: refusal.hint,
+        }
+    }
+}
+
+fn storage_code(err: &noema_store::ObjectError) -> ErrorCode {
+    if err.is_retryable() {
+        ErrorCode::Unavailable
+    } else {
+        ErrorCode::Internal
+    }
+}
+
 impl ServiceError for LedgerError {
     fn code(&self) -> ErrorCode {
         match self {
-            LedgerError::InvalidArgument(_) => ErrorCode::InvalidArgument,
+            LedgerError::Invalid { .. } => ErrorCode::InvalidArgument,
+            LedgerError::Stopped => ErrorCode::Unavailable,
+            LedgerError::DuplicateCanonical
+            | LedgerError::DuplicateReference
+            | LedgerError::StorageConflict => ErrorCode::AlreadyExists,
+            LedgerError::NotFound(_) => ErrorCode::NotFound,
+            LedgerError::StorageCheck(e)
+            | LedgerError::StorageWrite(e)
+            | LedgerError::StorageRead(e) => storage_code(e),
+            LedgerError::Identity(status) => ErrorCode::from_grpc(status.code()),
             LedgerError::Database(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_)) => {
                 ErrorCode::Unavailable
             }
-            LedgerError::Database(_) | LedgerError::Audit(_) | LedgerError::Corrupt(_) => {
-                ErrorCode::Internal
+            LedgerError::LedgerInsertAfterStore(_)
+            | LedgerError::Database(_)
+            | LedgerError::Audit(_)
+            | LedgerError::Corrupt(_) => ErrorCode::Internal,
+        }
+    }
+
+    fn public_message(&self) -> String {
+        match self {
+            // These internal failures have open-cognition's own public texts.
+            LedgerError::StorageCheck(_)
+            | LedgerError::StorageWrite(_)
+            | LedgerError::StorageRead(_)
+            | LedgerError::LedgerInsertAfterStore(_) => self.to_string(),
+            LedgerError::Identity(status) => status.message().to_owned(),
+            _ if self.code() == ErrorCode::Internal => "internal error".to_owned(),
+            _ if self.code() == ErrorCode::Unavailable && !matches!(self, LedgerError::Stopped) => {
+                "storage temporarily unavailable; retry".to_owned()
             }
+            _ => self.to_string(),
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            LedgerError::Invalid { hint, .. } => hint.clone(),
+            LedgerError::Identity(status) => noema_core::status_hint(status),
+            _ => None,
         }
     }
 }
 
 impl From<LedgerError> for tonic::Status {
     fn from(err: LedgerError) -> Self {
+        if matches!(
+            err,
+            LedgerError::StorageCheck(_)
+                | LedgerError::StorageWrite(_)
+                | LedgerError::StorageRead(_)
+        ) {
+            // Internal causes are logged by to_status; retryable ones here.
+            tracing::warn!(error = %ErrorChain(&err), "object storage call failed");
+        }
         noema_core::to_status(&err)
     }
 }

@@ -136,9 +136,18 @@ impl Node {
                 authenticator,
                 config.auth.anonymous_scopes.clone(),
             ));
+            let peers = Peers {
+                identity: endpoint(
+                    &config.endpoints.identity,
+                    &roles,
+                    Role::Identity,
+                    own.as_deref(),
+                )?,
+                key_cache_ttl: Duration::from_secs(config.auth.cache_ttl_secs),
+            };
             let mut readiness = Vec::new();
             for (role, storage) in storages {
-                readiness.push(Box::pin(add_service(&mut server, role, storage)).await?);
+                readiness.push(Box::pin(add_service(&mut server, role, storage, &peers)).await?);
             }
             let health = server.health();
             for (name, probe) in readiness {
@@ -344,11 +353,18 @@ fn service_error(service: &'static str, err: &dyn std::error::Error) -> NodeErro
     }
 }
 
+/// How a service reaches the services it calls.
+struct Peers {
+    identity: String,
+    key_cache_ttl: Duration,
+}
+
 /// Hosts `role`'s gRPC service on `server` over its storage.
 async fn add_service(
     server: &mut GrpcServer,
     role: Role,
     storage: Storage,
+    peers: &Peers,
 ) -> Result<(&'static str, ReadinessProbe), NodeError> {
     let name = match role {
         Role::Identity => {
@@ -359,7 +375,16 @@ async fn add_service(
             noema_identity::SERVICE_NAME
         }
         Role::Ledger => {
-            let service = noema_ledger::service(storage.db.clone())
+            let objects = storage.objects.clone().ok_or(NodeError::Service {
+                service: "ledger",
+                reason: "no object store configured".into(),
+            })?;
+            let deps = noema_ledger::Dependencies {
+                objects,
+                identity: channel("identity", &peers.identity, ClientOptions::default())?,
+                key_cache_ttl: peers.key_cache_ttl,
+            };
+            let service = noema_ledger::service(storage.db.clone(), deps)
                 .await
                 .map_err(|e| service_error("ledger", &e))?;
             server.add_service(service);

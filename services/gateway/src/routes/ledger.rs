@@ -143,6 +143,7 @@ pub async fn audit(
                     page_size: limit,
                     page_token: String::new(),
                 }),
+                oldest_first: false,
             },
         ))
         .await?;
@@ -171,21 +172,6 @@ pub async fn audit(
         })
         .collect();
     Ok(GoJson(entries))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::list_limit;
-
-    #[test]
-    fn limits_follow_open_cognition() {
-        assert_eq!(list_limit(None), 50);
-        assert_eq!(list_limit(Some("abc")), 50);
-        assert_eq!(list_limit(Some("-3")), 50);
-        assert_eq!(list_limit(Some("0")), 0);
-        assert_eq!(list_limit(Some("7")), 7);
-        assert_eq!(list_limit(Some("9999")), 200);
-    }
 }
 
 /// This module's routes and their documentation (see `crate::route_table`).
@@ -235,4 +221,19 @@ pub fn routes() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
             get(audit),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::list_limit;
+
+    #[test]
+    fn limits_follow_open_cognition() {
+        assert_eq!(list_limit(None), 50);
+        assert_eq!(list_limit(Some("abc")), 50);
+        assert_eq!(list_limit(Some("-3")), 50);
+        assert_eq!(list_limit(Some("0")), 0);
+        assert_eq!(list_limit(Some("7")), 7);
+        assert_eq!(list_limit(Some("9999")), 200);
+    }
 }

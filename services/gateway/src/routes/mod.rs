@@ -2,4 +2,5 @@
 
 pub mod identity;
 pub mod ledger;
+pub mod ledger_objects;
 pub mod ops;

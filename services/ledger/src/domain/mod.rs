@@ -1,3 +1,6 @@
 //! The ledger's rules: no I/O here.
 
+pub mod canonical;
 pub mod mode;
+pub mod reference;
+pub mod timestamp;

@@ -6,7 +6,9 @@
 use noema_store::Database;
 use time::OffsetDateTime;
 
+use crate::domain::canonical::CanonicalObject;
 use crate::domain::mode::{SystemMode, SystemState};
+use crate::domain::reference::AgentReference;
 use crate::error::LedgerError;
 use noema_core::audit::{AuditDraft, AuditEntry};
 
@@ -18,6 +20,51 @@ pub static MIGRATIONS: noema_store::Migrations = noema_store::Migrations {
     sqlite: sqlx::migrate!("../../migrations/ledger/sqlite"),
     postgres: sqlx::migrate!("../../migrations/ledger/postgres"),
 };
+
+/// Filters of a listing. For canonical objects `kind` is the object type and `actor` the
+/// creator; for references `actor` is the agent and `kind` the canonical object id.
+/// `from`/`until` bound `created_at` (unix seconds, `until` exclusive).
+#[derive(Debug, Clone)]
+pub struct Query {
+    pub kind: String,
+    pub actor: String,
+    pub from: i64,
+    pub until: i64,
+}
+
+impl Default for Query {
+    fn default() -> Self {
+        Query {
+            kind: String::new(),
+            actor: String::new(),
+            from: i64::MIN,
+            until: i64::MAX,
+        }
+    }
+}
+
+/// Where a listing page starts: strictly before `before` (`(created_at, id)`), skipping
+/// `offset` rows.
+#[derive(Debug, Clone)]
+pub struct Page {
+    pub before: (i64, String),
+    pub offset: u32,
+    pub limit: u32,
+}
+
+impl Page {
+    pub fn first(limit: u32) -> Page {
+        Page {
+            before: (i64::MAX, String::new()),
+            offset: 0,
+            limit,
+        }
+    }
+}
+
+pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+}
 
 #[derive(Debug, Clone)]
 pub struct LedgerStore {
@@ -69,6 +116,63 @@ impl LedgerStore {
         now: OffsetDateTime,
     ) -> Result<SystemState, LedgerError> {
         dispatch!(self, set_mode(mode, actor, now))
+    }
+
+    #[tracing::instrument(skip_all, fields(id = %object.id))]
+    pub async fn insert_canonical(
+        &self,
+        object: &CanonicalObject,
+        submitted_by: &str,
+    ) -> Result<(), LedgerError> {
+        dispatch!(self, insert_canonical(object, submitted_by))
+    }
+
+    pub async fn get_canonical(&self, id: &str) -> Result<Option<CanonicalObject>, LedgerError> {
+        dispatch!(self, get_canonical(id))
+    }
+
+    #[tracing::instrument(skip_all)]
+    pub async fn list_canonicals(
+        &self,
+        query: &Query,
+        page: &Page,
+    ) -> Result<Vec<CanonicalObject>, LedgerError> {
+        dispatch!(self, list_canonicals(query, page))
+    }
+
+    pub async fn canonicals_oldest_first(
+        &self,
+        after: &(i64, String),
+        limit: u32,
+    ) -> Result<Vec<CanonicalObject>, LedgerError> {
+        dispatch!(self, canonicals_oldest_first(after, limit))
+    }
+
+    pub async fn storage_paths(
+        &self,
+        after_id: &str,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, LedgerError> {
+        dispatch!(self, storage_paths(after_id, limit))
+    }
+
+    #[tracing::instrument(skip_all, fields(id = %reference.id))]
+    pub async fn insert_reference(
+        &self,
+        reference: &AgentReference,
+        public_key: &str,
+        submitted_by: &str,
+    ) -> Result<(), LedgerError> {
+        dispatch!(self, insert_reference(reference, public_key, submitted_by))
+    }
+
+    #[tracing::instrument(skip_all)]
+    pub async fn list_references(
+        &self,
+        query: &Query,
+        page: &Page,
+    ) -> Result<Vec<AgentReference>, LedgerError> {
+        dispatch!(self, list_references(query, page))
     }
 
     /// Audit entries newest first, strictly older than `before_id` when given.

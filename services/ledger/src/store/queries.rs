@@ -1,18 +1,278 @@
 //! The ledger's SQL, expanded once per backend by `backend_queries!`.
 
 macro_rules! backend_queries {
-    ($module:ident, $db:ty) => {
+    ($module:ident, $db:ty, mode_lock = $mode_lock:expr) => {
         pub mod $module {
             use noema_core::audit::AuditDraft;
             use noema_store::audit::$module as audit;
-            use sqlx::Row;
+            use serde_json::{Value, json};
+            use sqlx::Row as _;
+            use sqlx::types::Json;
             use time::OffsetDateTime;
 
+            use crate::domain::canonical::CanonicalObject;
             use crate::domain::mode::{SystemMode, SystemState};
+            use crate::domain::reference::AgentReference;
             use crate::error::LedgerError;
+            use crate::store::{Page, Query, is_unique_violation};
 
             type Db = $db;
             type Pool = sqlx::Pool<Db>;
+            type DbRow = <Db as sqlx::Database>::Row;
+
+            /// Reads the mode under a lock that holds until commit, so a concurrent Stop
+            /// waits for this write (or this write sees STOPPED): the halt holds across
+            /// replicas. SQLite takes its write lock here; Postgres a share lock.
+            async fn require_running(tx: &mut sqlx::Transaction<'_, Db>) -> Result<(), LedgerError> {
+                let mode: String = sqlx::query_scalar($mode_lock).fetch_one(&mut **tx).await?;
+                match mode.parse::<SystemMode>() {
+                    Ok(SystemMode::Running) => Ok(()),
+                    Ok(SystemMode::Stopped) => Err(LedgerError::Stopped),
+                    Err(e) => Err(LedgerError::Corrupt(e)),
+                }
+            }
+
+            fn unix(at: OffsetDateTime) -> i64 {
+                at.unix_timestamp()
+            }
+
+            fn from_unix(seconds: i64) -> Result<OffsetDateTime, LedgerError> {
+                OffsetDateTime::from_unix_timestamp(seconds)
+                    .map_err(|e| LedgerError::Corrupt(format!("stored time {seconds}: {e}")))
+            }
+
+            const CANONICAL_COLUMNS: &str = "id, object_type, content_type, size_bytes, created_by, \
+                 created_at, created_at_text, storage_path, metadata, recorded_at";
+
+            fn canonical_from_row(row: &DbRow) -> Result<CanonicalObject, LedgerError> {
+                let metadata: Option<Json<Value>> = row.try_get("metadata")?;
+                Ok(CanonicalObject {
+                    id: row.try_get("id")?,
+                    object_type: row.try_get("object_type")?,
+                    content_type: row.try_get("content_type")?,
+                    size_bytes: row.try_get("size_bytes")?,
+                    created_by: row.try_get("created_by")?,
+                    created_at: from_unix(row.try_get("created_at")?)?,
+                    created_at_text: row.try_get("created_at_text")?,
+                    storage_path: row.try_get("storage_path")?,
+                    metadata: metadata.map(|m| m.0),
+                    recorded_at: row.try_get("recorded_at")?,
+                })
+            }
+
+            /// Inserts the ledger row and its audit entry in one transaction, after
+            /// checking the mode inside it.
+            pub async fn insert_canonical(
+                pool: &Pool,
+                object: &CanonicalObject,
+                submitted_by: &str,
+            ) -> Result<(), LedgerError> {
+                let mut tx = pool.begin().await?;
+                require_running(&mut tx).await?;
+                let inserted = sqlx::query(
+                    "INSERT INTO canonical_objects (id, object_type, content_type, size_bytes, created_by, \
+                     created_at, created_at_text, storage_path, metadata, recorded_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                )
+                .bind(&object.id)
+                .bind(&object.object_type)
+                .bind(&object.content_type)
+                .bind(object.size_bytes)
+                .bind(&object.created_by)
+                .bind(unix(object.created_at))
+                .bind(&object.created_at_text)
+                .bind(&object.storage_path)
+                .bind(object.metadata.clone().map(Json))
+                .bind(object.recorded_at)
+                .execute(&mut *tx)
+                .await;
+                match inserted {
+                    Err(err) if is_unique_violation(&err) => return Err(LedgerError::DuplicateCanonical),
+                    other => other?,
+                };
+                let draft = AuditDraft {
+                    actor: object.created_by.clone(),
+                    action: "create_canonical".into(),
+                    target_id: Some(object.id.clone()),
+                    target_type: Some("canonical_object".into()),
+                    detail: Some(json!({
+                        "object_type": object.object_type,
+                        "size_bytes": object.size_bytes,
+                        "storage_path": object.storage_path,
+                        "submitted_by": submitted_by,
+                    })),
+                };
+                audit::append(&mut tx, draft, object.recorded_at).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            pub async fn get_canonical(pool: &Pool, id: &str) -> Result<Option<CanonicalObject>, LedgerError> {
+                let sql = format!("SELECT {CANONICAL_COLUMNS} FROM canonical_objects WHERE id = $1");
+                let row = sqlx::query(&sql).bind(id).fetch_optional(pool).await?;
+                row.as_ref().map(canonical_from_row).transpose()
+            }
+
+            /// Newest `created_at` first (ties by id), filtered, by offset or cursor.
+            pub async fn list_canonicals(
+                pool: &Pool,
+                query: &Query,
+                page: &Page,
+            ) -> Result<Vec<CanonicalObject>, LedgerError> {
+                let sql = format!(
+                    "SELECT {CANONICAL_COLUMNS} FROM canonical_objects \
+                     WHERE ($1 = '' OR object_type = $1) AND ($2 = '' OR created_by = $2) \
+                     AND created_at >= $3 AND created_at < $4 \
+                     AND (created_at < $5 OR (created_at = $5 AND id < $6)) \
+                     ORDER BY created_at DESC, id DESC LIMIT $7 OFFSET $8"
+                );
+                let rows = sqlx::query(&sql)
+                    .bind(&query.kind)
+                    .bind(&query.actor)
+                    .bind(query.from)
+                    .bind(query.until)
+                    .bind(page.before.0)
+                    .bind(&page.before.1)
+                    .bind(i64::from(page.limit))
+                    .bind(i64::from(page.offset))
+                    .fetch_all(pool)
+                    .await?;
+                rows.iter().map(canonical_from_row).collect()
+            }
+
+            /// Oldest first after `(created_at, id)`: for export.
+            pub async fn canonicals_oldest_first(
+                pool: &Pool,
+                after: &(i64, String),
+                limit: u32,
+            ) -> Result<Vec<CanonicalObject>, LedgerError> {
+                let sql = format!(
+                    "SELECT {CANONICAL_COLUMNS} FROM canonical_objects \
+                     WHERE created_at > $1 OR (created_at = $1 AND id > $2) \
+                     ORDER BY created_at ASC, id ASC LIMIT $3"
+                );
+                let rows = sqlx::query(&sql)
+                    .bind(after.0)
+                    .bind(&after.1)
+                    .bind(i64::from(limit))
+                    .fetch_all(pool)
+                    .await?;
+                rows.iter().map(canonical_from_row).collect()
+            }
+
+            /// `(id, storage_path)` by id, for reconciliation.
+            pub async fn storage_paths(
+                pool: &Pool,
+                after_id: &str,
+                limit: u32,
+            ) -> Result<Vec<(String, String)>, LedgerError> {
+                let rows = sqlx::query(
+                    "SELECT id, storage_path FROM canonical_objects WHERE id > $1 ORDER BY id LIMIT $2",
+                )
+                .bind(after_id)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?;
+                rows.iter()
+                    .map(|r| Ok((r.try_get("id")?, r.try_get("storage_path")?)))
+                    .collect()
+            }
+
+            const REFERENCE_COLUMNS: &str = "id, canonical_object_id, agent_id, created_at, \
+                 signed_created_at, context, relevance, trust_weight, time_horizon, signature, \
+                 metadata, recorded_at";
+
+            fn reference_from_row(row: &DbRow) -> Result<AgentReference, LedgerError> {
+                let metadata: Option<Json<Value>> = row.try_get("metadata")?;
+                Ok(AgentReference {
+                    id: row.try_get("id")?,
+                    canonical_object_id: row.try_get("canonical_object_id")?,
+                    agent_id: row.try_get("agent_id")?,
+                    created_at: from_unix(row.try_get("created_at")?)?,
+                    signed_created_at: row.try_get("signed_created_at")?,
+                    context: row.try_get("context")?,
+                    relevance: row.try_get("relevance")?,
+                    trust_weight: row.try_get("trust_weight")?,
+                    time_horizon: row.try_get("time_horizon")?,
+                    signature: row.try_get("signature")?,
+                    metadata: metadata.map(|m| m.0),
+                    recorded_at: row.try_get("recorded_at")?,
+                })
+            }
+
+            pub async fn insert_reference(
+                pool: &Pool,
+                reference: &AgentReference,
+                public_key: &str,
+                submitted_by: &str,
+            ) -> Result<(), LedgerError> {
+                let mut tx = pool.begin().await?;
+                require_running(&mut tx).await?;
+                let inserted = sqlx::query(
+                    "INSERT INTO agent_references (id, canonical_object_id, agent_id, created_at, \
+                     signed_created_at, context, relevance, trust_weight, time_horizon, signature, \
+                     public_key, metadata, recorded_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                )
+                .bind(&reference.id)
+                .bind(&reference.canonical_object_id)
+                .bind(&reference.agent_id)
+                .bind(unix(reference.created_at))
+                .bind(&reference.signed_created_at)
+                .bind(&reference.context)
+                .bind(reference.relevance)
+                .bind(reference.trust_weight)
+                .bind(&reference.time_horizon)
+                .bind(&reference.signature)
+                .bind(public_key)
+                .bind(reference.metadata.clone().map(Json))
+                .bind(reference.recorded_at)
+                .execute(&mut *tx)
+                .await;
+                match inserted {
+                    Err(err) if is_unique_violation(&err) => return Err(LedgerError::DuplicateReference),
+                    other => other?,
+                };
+                let draft = AuditDraft {
+                    actor: reference.agent_id.clone(),
+                    action: "create_reference".into(),
+                    target_id: Some(reference.id.clone()),
+                    target_type: Some("agent_reference".into()),
+                    detail: Some(json!({
+                        "canonical_object_id": reference.canonical_object_id,
+                        "submitted_by": submitted_by,
+                    })),
+                };
+                audit::append(&mut tx, draft, reference.recorded_at).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            pub async fn list_references(
+                pool: &Pool,
+                query: &Query,
+                page: &Page,
+            ) -> Result<Vec<AgentReference>, LedgerError> {
+                let sql = format!(
+                    "SELECT {REFERENCE_COLUMNS} FROM agent_references \
+                     WHERE ($1 = '' OR agent_id = $1) AND ($2 = '' OR canonical_object_id = $2) \
+                     AND created_at >= $3 AND created_at < $4 \
+                     AND (created_at < $5 OR (created_at = $5 AND id < $6)) \
+                     ORDER BY created_at DESC, id DESC LIMIT $7 OFFSET $8"
+                );
+                let rows = sqlx::query(&sql)
+                    .bind(&query.actor)
+                    .bind(&query.kind)
+                    .bind(query.from)
+                    .bind(query.until)
+                    .bind(page.before.0)
+                    .bind(&page.before.1)
+                    .bind(i64::from(page.limit))
+                    .bind(i64::from(page.offset))
+                    .fetch_all(pool)
+                    .await?;
+                rows.iter().map(reference_from_row).collect()
+            }
 
             fn state_from_row(row: &<Db as sqlx::Database>::Row) -> Result<SystemState, LedgerError> {
                 let mode: String = row.try_get("mode")?;
@@ -63,5 +323,13 @@ macro_rules! backend_queries {
     };
 }
 
-backend_queries!(sqlite, sqlx::Sqlite);
-backend_queries!(postgres, sqlx::Postgres);
+backend_queries!(
+    sqlite,
+    sqlx::Sqlite,
+    mode_lock = "UPDATE system_state SET mode = mode WHERE id = 1 RETURNING mode"
+);
+backend_queries!(
+    postgres,
+    sqlx::Postgres,
+    mode_lock = "SELECT mode FROM system_state WHERE id = 1 FOR SHARE"
+);
