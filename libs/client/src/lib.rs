@@ -8,6 +8,8 @@
 //! # let _ = status; Ok(()) }
 //! ```
 
+pub mod ledger;
+
 use std::time::Duration;
 
 use tonic::metadata::{Ascii, MetadataValue};
@@ -35,10 +37,14 @@ pub enum ClientError {
     },
     #[error("the token is not a valid header value")]
     Token,
-    #[error("{0}")]
+    #[error(transparent)]
     Status(#[from] tonic::Status),
     #[error("{0}")]
     Invalid(String),
+    /// The ledger is STOPPED: writes are refused until an operator resumes it. Poll
+    /// [`Noema::wait_until_running`]; do not retry in a loop.
+    #[error("the system is STOPPED; writes are refused until it is resumed")]
+    Stopped,
 }
 
 /// Adds `authorization: Bearer <token>` to every call.

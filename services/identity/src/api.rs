@@ -539,8 +539,9 @@ impl IdentityService for IdentityApi {
         &self,
         request: Request<common::ListAuditRequest>,
     ) -> Result<Response<common::ListAuditResponse>, Status> {
-        let page = request.into_inner().page.unwrap_or_default();
-        let before_id = if page.page_token.is_empty() {
+        let request = request.into_inner();
+        let page = request.page.unwrap_or_default();
+        let cursor = if page.page_token.is_empty() {
             None
         } else {
             Some(page.page_token.parse::<i64>().map_err(|_| {
@@ -550,9 +551,15 @@ impl IdentityService for IdentityApi {
             })?)
         };
         let limit = page_size(page.page_size);
-        let entries = self.store.list_audit(before_id, limit).await?;
+        let entries = if request.oldest_first {
+            self.store
+                .list_audit_oldest_first(cursor.unwrap_or(0), limit)
+                .await?
+        } else {
+            self.store.list_audit(cursor, limit).await?
+        };
         let next_page_token = match entries.last() {
-            Some(last) if entries.len() == limit as usize && last.id > 1 => last.id.to_string(),
+            Some(last) if entries.len() == limit as usize => last.id.to_string(),
             _ => String::new(),
         };
         Ok(Response::new(common::ListAuditResponse {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use noema::commands::{self, CommandError, connect::ClientFlags};
 use noema::{Node, Role};
 use noema_runtime::config::ConfigLoader;
 use noema_runtime::{NoemaConfig, shutdown, telemetry};
@@ -56,6 +57,37 @@ enum Command {
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Generate an Ed25519 key for an agent (prints the public key and fingerprint).
+    Keygen(commands::ledger::KeygenArgs),
+    /// Show the system mode (RUNNING or STOPPED).
+    Status(ClientFlags),
+    /// Halt writes (reads continue). Needs ledger:admin.
+    Stop {
+        /// Recorded as who stopped it.
+        #[arg(long, default_value = "human:cli")]
+        actor: String,
+        #[command(flatten)]
+        client: ClientFlags,
+    },
+    /// Accept writes again. Needs ledger:admin.
+    Resume {
+        #[arg(long, default_value = "human:cli")]
+        actor: String,
+        #[command(flatten)]
+        client: ClientFlags,
+    },
+    /// Store and read canonical objects.
+    #[command(subcommand)]
+    Canonical(commands::ledger::CanonicalCommand),
+    /// Sign and record agent references.
+    #[command(subcommand)]
+    Reference(commands::ledger::ReferenceCommand),
+    /// Ledger operations: export, import, reconcile, verify-audit.
+    #[command(subcommand)]
+    Ledger(commands::ledger::LedgerCommand),
+    /// Measure a running instance (throughput and latency, as JSON).
+    #[command(subcommand)]
+    Bench(commands::bench::BenchCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -111,6 +143,14 @@ fn fail(err: &dyn std::error::Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// Exit status of a client command: 0, or 1 with the reason on stderr.
+fn finish(result: Result<(), CommandError>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => fail(&err),
+    }
+}
+
 fn load(
     config: Option<&PathBuf>,
     flags: &ServerFlags,
@@ -129,6 +169,18 @@ async fn main() -> ExitCode {
         Command::Migrate { services, flags } => {
             migrate(cli.config.as_ref(), &flags, &services).await
         }
+        Command::Keygen(args) => finish(commands::ledger::keygen(&args)),
+        Command::Status(client) => finish(commands::ledger::status(&client).await),
+        Command::Stop { actor, client } => {
+            finish(commands::ledger::set_mode(&client, &actor, true).await)
+        }
+        Command::Resume { actor, client } => {
+            finish(commands::ledger::set_mode(&client, &actor, false).await)
+        }
+        Command::Canonical(command) => finish(commands::ledger::canonical(&command).await),
+        Command::Reference(command) => finish(commands::ledger::reference(&command).await),
+        Command::Ledger(command) => finish(commands::ledger::ledger(&command).await),
+        Command::Bench(command) => finish(commands::bench::bench(&command).await),
         Command::Config(ConfigCommand::Dump(flags)) => {
             match load(cli.config.as_ref(), &flags).and_then(|c| c.to_toml()) {
                 Ok(text) => {

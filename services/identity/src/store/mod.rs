@@ -158,6 +158,17 @@ impl IdentityStore {
         dispatch!(self, ensure_owner(owner, now))
     }
 
+    pub async fn list_audit_oldest_first(
+        &self,
+        after_id: i64,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, IdentityError> {
+        Ok(self
+            .db
+            .audit_oldest_first(after_id, i64::from(limit))
+            .await?)
+    }
+
     pub async fn list_audit(
         &self,
         before_id: Option<i64>,

@@ -1,0 +1,318 @@
+//! `noema bench ledger`: drives a running Noema over gRPC and REST with N concurrent
+//! clients for a fixed time per operation and prints throughput and latency percentiles
+//! as JSON. Every write is a real, durable write.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use noema_client::ledger::{canonical_request, signed_reference, utc_seconds};
+use noema_client::pb::ledger as pb;
+use noema_client::{Noema, SigningKeyPair};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use super::connect::ClientFlags;
+use super::{CommandError, say_json};
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Canonical put (1 KiB payloads), signed reference put and canonical get, over gRPC
+    /// and REST.
+    Ledger(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// REST base URL of the gateway.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub rest: String,
+    /// Concurrent clients per operation.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Seconds per operation and transport.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Payload size of canonical puts.
+    #[arg(long, default_value_t = 1024)]
+    pub payload_bytes: usize,
+    /// Operations to run (comma-separated): canonical_put, reference_put, canonical_get.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "canonical_put,reference_put,canonical_get"
+    )]
+    pub ops: Vec<String>,
+    /// Transports to use (comma-separated): grpc, rest.
+    #[arg(long, value_delimiter = ',', default_value = "grpc,rest")]
+    pub transports: Vec<String>,
+    /// PID of the server, to report its peak resident memory (Linux).
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    #[command(flatten)]
+    pub client: ClientFlags,
+}
+
+/// Everything one worker needs.
+struct Target {
+    noema: Noema,
+    http: reqwest::Client,
+    rest: String,
+    token: String,
+    key: SigningKeyPair,
+    agent: String,
+    object_id: String,
+    payload_bytes: usize,
+    counter: AtomicU64,
+    /// Random per run, so payloads never collide with an earlier run's.
+    run: u64,
+}
+
+impl Target {
+    fn payload(&self) -> Vec<u8> {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let mut payload = format!("{{\"bench\":{},\"n\":{n},\"pad\":\"", self.run).into_bytes();
+        payload.resize(
+            self.payload_bytes.saturating_sub(2).max(payload.len()),
+            b'x',
+        );
+        payload.extend_from_slice(b"\"}");
+        payload
+    }
+
+    async fn one(&self, op: &str, transport: &str) -> Result<(), String> {
+        let now = OffsetDateTime::now_utc();
+        match (op, transport) {
+            ("canonical_put", "grpc") => {
+                let request = canonical_request(
+                    self.payload(),
+                    "observation",
+                    "application/json",
+                    "bench",
+                    now,
+                );
+                self.noema
+                    .put_canonical(request)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+            ("canonical_put", "rest") => {
+                let r = canonical_request(
+                    self.payload(),
+                    "observation",
+                    "application/json",
+                    "bench",
+                    now,
+                );
+                let body = json!({
+                    "schema_version": r.schema_version, "id": r.id, "object_type": r.object_type,
+                    "content_type": r.content_type, "size_bytes": r.size_bytes, "created_at": r.created_at,
+                    "created_by": r.created_by, "storage_path": r.storage_path,
+                    "payload": data_encoding::BASE64.encode(&r.payload),
+                });
+                self.rest_call(
+                    self.http
+                        .post(format!("{}/canonical", self.rest))
+                        .json(&body),
+                    201,
+                )
+                .await
+            }
+            ("reference_put", "grpc") => {
+                let request =
+                    signed_reference(&self.key, &self.agent, &self.object_id, "bench", now)
+                        .map_err(|e| e.to_string())?;
+                self.noema
+                    .put_reference(request)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+            ("reference_put", "rest") => {
+                let r = signed_reference(&self.key, &self.agent, &self.object_id, "bench", now)
+                    .map_err(|e| e.to_string())?;
+                let body = json!({
+                    "schema_version": r.schema_version, "id": r.id, "canonical_object_id": r.canonical_object_id,
+                    "agent_id": r.agent_id, "created_at": r.created_at, "context": r.context,
+                    "signature": r.signature, "public_key": r.public_key,
+                });
+                self.rest_call(
+                    self.http
+                        .post(format!("{}/reference", self.rest))
+                        .json(&body),
+                    201,
+                )
+                .await
+            }
+            ("canonical_get", "grpc") => self
+                .noema
+                .ledger()
+                .get_canonical(pb::GetCanonicalRequest {
+                    id: self.object_id.clone(),
+                })
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            ("canonical_get", "rest") => {
+                self.rest_call(
+                    self.http
+                        .get(format!("{}/canonicals/{}", self.rest, self.object_id)),
+                    200,
+                )
+                .await
+            }
+            _ => Err(format!("unknown operation {op} over {transport}")),
+        }
+    }
+
+    async fn rest_call(&self, request: reqwest::RequestBuilder, expect: u16) -> Result<(), String> {
+        let response = request
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        // Drain the body so the connection is reused.
+        let _ = response.bytes().await;
+        if status == expect {
+            Ok(())
+        } else {
+            Err(format!("HTTP {status}"))
+        }
+    }
+}
+
+fn percentile(sorted_micros: &[u64], p: f64) -> f64 {
+    if sorted_micros.is_empty() {
+        return 0.0;
+    }
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let index = ((sorted_micros.len() as f64 - 1.0) * p).round() as usize;
+    sorted_micros[index.min(sorted_micros.len() - 1)] as f64 / 1000.0
+}
+
+async fn run_phase(
+    target: Arc<Target>,
+    op: &str,
+    transport: &str,
+    concurrency: usize,
+    duration: Duration,
+) -> Value {
+    let deadline = Instant::now() + duration;
+    let mut workers = Vec::new();
+    for _ in 0..concurrency {
+        let target = Arc::clone(&target);
+        let (op, transport) = (op.to_owned(), transport.to_owned());
+        workers.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut errors = 0u64;
+            let mut first_error = None;
+            while Instant::now() < deadline {
+                let started = Instant::now();
+                match target.one(&op, &transport).await {
+                    Ok(()) => latencies
+                        .push(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)),
+                    Err(e) => {
+                        errors += 1;
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            (latencies, errors, first_error)
+        }));
+    }
+    let started = Instant::now();
+    let (mut all, mut errors, mut first_error) = (Vec::new(), 0u64, None);
+    for worker in workers {
+        if let Ok((latencies, e, first)) = worker.await {
+            all.extend(latencies);
+            errors += e;
+            if first_error.is_none() {
+                first_error = first;
+            }
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64().max(duration.as_secs_f64());
+    all.sort_unstable();
+    #[allow(clippy::cast_precision_loss)]
+    let throughput = all.len() as f64 / elapsed;
+    json!({
+        "op": op, "transport": transport, "ops": all.len(), "errors": errors,
+        "first_error": first_error,
+        "throughput_per_sec": (throughput * 10.0).round() / 10.0,
+        "p50_ms": percentile(&all, 0.50), "p99_ms": percentile(&all, 0.99),
+    })
+}
+
+/// Peak resident memory of `pid` in MB, from /proc (Linux).
+fn peak_rss_mb(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some((kb / 1024.0 * 10.0).round() / 10.0)
+}
+
+pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
+    let BenchCommand::Ledger(args) = command;
+    let noema = args.client.connect().await?;
+    let mut seed = [0u8; 8];
+    getrandom::fill(&mut seed).map_err(|e| CommandError::Usage(e.to_string()))?;
+    let run = u64::from_le_bytes(seed);
+    let key = SigningKeyPair::generate().map_err(|e| CommandError::Usage(e.to_string()))?;
+    // The object that references point at and gets read.
+    let anchor = canonical_request(
+        format!("{{\"bench_anchor\":{run}}}").into_bytes(),
+        "observation",
+        "application/json",
+        "bench",
+        OffsetDateTime::now_utc(),
+    );
+    let object_id = noema.put_canonical(anchor).await?.id;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.concurrency)
+        .build()
+        .map_err(|e| CommandError::Usage(e.to_string()))?;
+    let target = Arc::new(Target {
+        token: args.client.token()?,
+        noema,
+        http,
+        rest: args.rest.trim_end_matches('/').to_owned(),
+        key,
+        agent: format!("bench:{run:x}"),
+        object_id,
+        payload_bytes: args.payload_bytes,
+        counter: AtomicU64::new(0),
+        run,
+    });
+    let duration = Duration::from_secs(args.duration);
+    let mut results = Vec::new();
+    for op in &args.ops {
+        for transport in &args.transports {
+            results.push(
+                run_phase(
+                    Arc::clone(&target),
+                    op,
+                    transport,
+                    args.concurrency,
+                    duration,
+                )
+                .await,
+            );
+        }
+    }
+    say_json(&json!({
+        "started_at": utc_seconds(OffsetDateTime::now_utc()),
+        "concurrency": args.concurrency,
+        "seconds_per_phase": args.duration,
+        "payload_bytes": args.payload_bytes,
+        "results": results,
+        "server_peak_rss_mb": args.server_pid.and_then(peak_rss_mb),
+    }));
+    Ok(())
+}
