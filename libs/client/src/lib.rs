@@ -25,6 +25,7 @@ pub mod pb {
 }
 
 pub use noema_core::keys::{PublicKey, Signature, SigningKeyPair};
+pub use tonic::{Code, Status};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

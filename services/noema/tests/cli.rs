@@ -383,3 +383,185 @@ async fn up_serves_then_drains_on_sigterm_and_exits_zero() {
         );
     }
 }
+
+/// Everything acknowledged before a `kill -9` is there after a restart, with its bytes,
+/// and the audit chain and reconciliation are clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_acknowledged_is_lost_after_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("noema.log");
+    let data = dir.path().join("data");
+    let mut running = start_up(&data, &log);
+    let token = std::fs::read_to_string(data.join("owner.token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let http = reqwest::Client::new();
+
+    // Writers run concurrently; the process is killed while they are still writing.
+    let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut writers = Vec::new();
+    for w in 0..4 {
+        let (http, rest, token, acknowledged) = (
+            http.clone(),
+            running.rest.clone(),
+            token.clone(),
+            acknowledged.clone(),
+        );
+        writers.push(tokio::spawn(async move {
+            for i in 0.. {
+                let request = noema_client::ledger::canonical_request(
+                    format!("{{\"writer\":{w},\"i\":{i}}}").into_bytes(),
+                    "observation",
+                    "application/json",
+                    "crash:test",
+                    time::OffsetDateTime::now_utc(),
+                );
+                let body = serde_json::json!({
+                    "schema_version": request.schema_version, "id": request.id,
+                    "object_type": request.object_type, "content_type": request.content_type,
+                    "size_bytes": request.size_bytes, "created_at": request.created_at,
+                    "created_by": request.created_by, "storage_path": request.storage_path,
+                    "payload": data_encoding::BASE64.encode(&request.payload),
+                });
+                match http
+                    .post(format!("{rest}/canonical"))
+                    .bearer_auth(&token)
+                    .json(&body)
+                    .send()
+                    .await
+                {
+                    Ok(response) if response.status().as_u16() == 201 => {
+                        acknowledged.lock().unwrap().push(request.id);
+                    }
+                    _ => break,
+                }
+            }
+        }));
+    }
+    while acknowledged.lock().unwrap().len() < 40 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running.child.kill().unwrap(); // SIGKILL: no drain, no flush
+    running.child.wait().unwrap();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+
+    let mut again = start_up(&data, &log);
+    for id in &acknowledged {
+        let response = http
+            .get(format!("{}/canonicals/{id}/payload", again.rest))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status().as_u16(),
+            200,
+            "acknowledged {id} was lost"
+        );
+        let bytes = response.bytes().await.unwrap();
+        assert_eq!(
+            format!("sha256:{}", noema_core::content_id::sha256_hex(&bytes)),
+            *id
+        );
+    }
+    let endpoint = format!("http://{}", again.grpc);
+    for args in [&["ledger", "reconcile"][..], &["ledger", "verify-audit"]] {
+        let out = run(noema()
+            .args(args)
+            .args(["--endpoint", &endpoint, "--token", &token]));
+        assert!(
+            out.status.success(),
+            "{args:?}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+    sigterm(&again.child);
+    assert!(wait_exit(&mut again.child, Duration::from_secs(20)).success());
+}
+
+/// The CLI's export → import → reconcile round trip between two instances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_export_import_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("noema.log");
+    let (a_data, b_data) = (dir.path().join("a"), dir.path().join("b"));
+    let mut a = start_up(&a_data, &log);
+    let mut b = start_up(&b_data, &log);
+    let a_flags = [
+        "--endpoint".to_owned(),
+        format!("http://{}", a.grpc),
+        "--data-dir".to_owned(),
+        a_data.display().to_string(),
+    ];
+    let b_flags = [
+        "--endpoint".to_owned(),
+        format!("http://{}", b.grpc),
+        "--data-dir".to_owned(),
+        b_data.display().to_string(),
+    ];
+    let key = dir.path().join("agent.key");
+    let out = run(noema().args(["keygen", "--out", key.to_str().unwrap()]));
+    assert!(out.status.success());
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let file = dir.path().join(format!("obs{i}.json"));
+        std::fs::write(&file, format!("{{\"obs\":{i}}}")).unwrap();
+        let out = run(noema()
+            .args([
+                "canonical",
+                "put",
+                file.to_str().unwrap(),
+                "--content-type",
+                "application/json",
+            ])
+            .args(&a_flags));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let object: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        ids.push(object["id"].as_str().unwrap().to_owned());
+    }
+    let out = run(noema()
+        .args([
+            "reference",
+            "emit",
+            "--canonical",
+            &ids[0],
+            "--agent",
+            "agent:cli",
+            "--context",
+            "seen",
+        ])
+        .args(["--key-file", key.to_str().unwrap()])
+        .args(&a_flags));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let export = dir.path().join("export.ndjson");
+    let out = run(noema()
+        .args(["ledger", "export", "--out", export.to_str().unwrap()])
+        .args(&a_flags));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&export).unwrap().lines().count(), 3);
+    for (pass, expect) in [(0, "\"imported\": 3"), (1, "\"duplicates\": 3")] {
+        let out = run(noema()
+            .args(["ledger", "import", export.to_str().unwrap()])
+            .args(&b_flags));
+        assert!(out.status.success(), "pass {pass}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains(expect),
+            "pass {pass}: {}",
+            text(&out.stdout)
+        );
+    }
+    let out = run(noema().args(["ledger", "reconcile"]).args(&b_flags));
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let out = run(noema().args(["canonical", "get", &ids[2]]).args(&b_flags));
+    assert!(text(&out.stdout).contains(&ids[2]));
+    for child in [&mut a.child, &mut b.child] {
+        sigterm(child);
+        assert!(wait_exit(child, Duration::from_secs(20)).success());
+    }
+}
