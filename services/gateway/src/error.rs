@@ -30,6 +30,9 @@ pub struct ApiError {
     pub style: ErrorStyle,
     /// Extra body fields (e.g. open-cognition's `hint`).
     pub extra: Map<String, Value>,
+    /// A status the gateway itself decided (e.g. 400 for a body it could not decode),
+    /// which the style must not remap.
+    pub status: Option<axum::http::StatusCode>,
 }
 
 impl ApiError {
@@ -39,6 +42,15 @@ impl ApiError {
             message: message.into(),
             style: ErrorStyle::Noema,
             extra: Map::new(),
+            status: None,
+        }
+    }
+
+    /// A 400 for a request the gateway could not read, whatever the route's style.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError {
+            status: Some(axum::http::StatusCode::BAD_REQUEST),
+            ..ApiError::new(ErrorCode::InvalidArgument, message)
         }
     }
 
@@ -117,7 +129,7 @@ fn moltnet_problem(status: u16) -> (&'static str, &'static str, &'static str) {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut status = self.code.http_status();
+        let mut status = self.status.unwrap_or_else(|| self.code.http_status());
         let mut body = self.extra;
         if self.style != ErrorStyle::OpenCognition {
             body.remove("hint");

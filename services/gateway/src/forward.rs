@@ -28,11 +28,12 @@ pub fn json_body<T: DeserializeOwned>(bytes: &[u8], style: ErrorStyle) -> Result
         Some(result) => result.map_err(|e| e.to_string()),
         None => Err("EOF".to_owned()),
     };
-    parsed.map_err(|reason| {
-        let code = match style {
-            ErrorStyle::CogniRelay => ErrorCode::FailedPrecondition,
-            _ => ErrorCode::InvalidArgument,
-        };
-        ApiError::new(code, format!("invalid JSON: {reason}")).styled(style)
+    parsed.map_err(|reason| match style {
+        ErrorStyle::CogniRelay => ApiError::new(
+            ErrorCode::FailedPrecondition,
+            format!("invalid JSON: {reason}"),
+        )
+        .styled(style),
+        _ => ApiError::bad_request(format!("invalid JSON: {reason}")).styled(style),
     })
 }

@@ -320,6 +320,27 @@ pub struct ListQuery {
     created_by: Option<String>,
     agent_id: Option<String>,
     canonical_object_id: Option<String>,
+    created_after: Option<String>,
+    created_before: Option<String>,
+}
+
+/// `created_after` / `created_before` as protobuf timestamps; a value that is not RFC
+/// 3339 is refused rather than ignored (it would silently widen the listing).
+fn time_filter(
+    name: &str,
+    value: Option<&str>,
+) -> Result<Option<prost_types::Timestamp>, ApiError> {
+    match value {
+        None | Some("") => Ok(None),
+        Some(text) => crate::time_format::parse_rfc3339(text)
+            .map(Some)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "{name} must be an RFC 3339 timestamp like 2026-01-31T12:00:00Z"
+                ))
+                .styled(STYLE)
+            }),
+    }
 }
 
 fn offset(raw: Option<&str>) -> u32 {
@@ -347,8 +368,8 @@ pub async fn list_canonicals(
                 offset: offset(q.offset.as_deref()),
                 object_type: q.object_type.unwrap_or_default(),
                 created_by: q.created_by.unwrap_or_default(),
-                created_after: None,
-                created_before: None,
+                created_after: time_filter("created_after", q.created_after.as_deref())?,
+                created_before: time_filter("created_before", q.created_before.as_deref())?,
             },
         ))
         .await
@@ -379,8 +400,8 @@ pub async fn list_references(
                 offset: offset(q.offset.as_deref()),
                 agent_id: q.agent_id.unwrap_or_default(),
                 canonical_object_id: q.canonical_object_id.unwrap_or_default(),
-                created_after: None,
-                created_before: None,
+                created_after: time_filter("created_after", q.created_after.as_deref())?,
+                created_before: time_filter("created_before", q.created_before.as_deref())?,
             },
         ))
         .await
@@ -495,6 +516,14 @@ pub fn routes() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
                     ("offset", "Items to skip"),
                     ("object_type", "Only this object type"),
                     ("created_by", "Only objects by this creator"),
+                    (
+                        "created_after",
+                        "RFC 3339: only objects created at or after this time",
+                    ),
+                    (
+                        "created_before",
+                        "RFC 3339: only objects created before this time",
+                    ),
                 ],
                 ..doc(
                     "GET",
@@ -533,6 +562,14 @@ pub fn routes() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
                     ("offset", "Items to skip"),
                     ("agent_id", "Only this agent's references"),
                     ("canonical_object_id", "Only references to this object"),
+                    (
+                        "created_after",
+                        "RFC 3339: only references created at or after this time",
+                    ),
+                    (
+                        "created_before",
+                        "RFC 3339: only references created before this time",
+                    ),
                 ],
                 ..doc(
                     "GET",
