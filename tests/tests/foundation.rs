@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use noema_e2e::{TestCluster, anonymous, cluster_cases, owner};
+use noema_proto::ledger::v1 as pb;
 use serde_json::Value;
 use tokio_stream::StreamExt;
 
@@ -268,4 +269,37 @@ async fn unknown_routes_are_404(cluster: &TestCluster) {
         .await
         .unwrap();
     assert_eq!(response.status().as_u16(), 404);
+}
+
+/// A service process without the gateway serves its own metrics on `server.metrics_addr`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_serve_metrics_on_their_own_port() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("\"127.0.0.1:{port}\"");
+    let cluster = noema_e2e::TestCluster::start_with(
+        noema_e2e::Backend::Sqlite,
+        noema_e2e::Shape::AllInOne,
+        &[("server.metrics_addr", addr.as_str())],
+    )
+    .await
+    .unwrap();
+    let mut ledger = cluster.ledger().await.unwrap();
+    ledger.get_status(pb::GetStatusRequest {}).await.unwrap();
+    let text = anonymous()
+        .get(format!("http://127.0.0.1:{port}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("noema_grpc_requests_total{code=\"0\",method=\"/noema.ledger.v1.LedgerService/GetStatus\"}"),
+        "{text}"
+    );
+    cluster.shutdown().await.unwrap();
 }

@@ -58,6 +58,9 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// How long a graceful shutdown waits for in-flight requests.
     pub shutdown_grace_secs: u64,
+    /// Where this process serves Prometheus metrics on `/metrics` (e.g. `0.0.0.0:9090`).
+    /// Empty: no separate listener (the gateway always serves `/metrics`).
+    pub metrics_addr: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,6 +121,7 @@ impl Default for NoemaConfig {
                 http_addr: "127.0.0.1:8080".into(),
                 data_dir: PathBuf::from("./noema-data"),
                 shutdown_grace_secs: 30,
+                metrics_addr: String::new(),
             },
             telemetry: TelemetryConfig {
                 log_format: LogFormat::Text,
@@ -260,6 +264,9 @@ impl NoemaConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         parse_addr("server.grpc_addr", &self.server.grpc_addr)?;
         parse_addr("server.http_addr", &self.server.http_addr)?;
+        if !self.server.metrics_addr.is_empty() {
+            parse_addr("server.metrics_addr", &self.server.metrics_addr)?;
+        }
         if self.server.data_dir.as_os_str().is_empty() {
             return Err(invalid("server.data_dir", "must not be empty"));
         }

@@ -84,6 +84,26 @@ pub fn render() -> String {
     String::from_utf8(buffer).unwrap_or_default()
 }
 
+/// Serves `GET /metrics` on `listener` until `shutdown` (for processes without the gateway).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    use axum::http::header::CONTENT_TYPE;
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(|| async {
+            (
+                [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+                render(),
+            )
+        }),
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

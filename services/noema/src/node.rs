@@ -168,6 +168,17 @@ impl Node {
             });
         }
 
+        if !config.server.metrics_addr.is_empty() {
+            let addr = parse_metrics_addr(&config.server.metrics_addr)?;
+            let listener = bind("server.metrics_addr", addr).await?;
+            let token = shutdown.clone();
+            tasks.spawn(async move {
+                noema_runtime::metrics::serve(listener, token)
+                    .await
+                    .map_err(NodeError::Http)
+            });
+        }
+
         let mut http_addr = None;
         if roles.contains(&Role::Gateway) {
             let own = grpc_addr.map(|a| format!("http://{a}"));
@@ -226,6 +237,15 @@ impl Node {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+fn parse_metrics_addr(text: &str) -> Result<SocketAddr, NodeError> {
+    text.parse().map_err(|_| {
+        NodeError::Config(noema_runtime::ConfigError::Invalid {
+            setting: "server.metrics_addr".into(),
+            reason: format!("{text:?} is not a socket address like 0.0.0.0:9090"),
+        })
+    })
 }
 
 async fn bind(setting: &'static str, addr: SocketAddr) -> Result<TcpListener, NodeError> {
