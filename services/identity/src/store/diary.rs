@@ -970,6 +970,23 @@ macro_rules! diary_queries {
                 Ok(())
             }
 
+            /// The key `agent_id` held with `fingerprint` (current or rotated away).
+            pub async fn historic_key(
+                pool: &Pool,
+                agent_id: &str,
+                fingerprint: &str,
+            ) -> Result<Option<String>, IdentityError> {
+                let row = sqlx::query(
+                    "SELECT public_key FROM agent_key_history WHERE agent_id = $1 AND fingerprint = $2 \
+                     ORDER BY key_version DESC LIMIT 1",
+                )
+                .bind(agent_id)
+                .bind(fingerprint)
+                .fetch_optional(pool)
+                .await?;
+                row.map(|r| r.try_get("public_key")).transpose().map_err(Into::into)
+            }
+
             // ---- signature chain ----------------------------------------------------
 
             pub async fn chain_links(
@@ -995,10 +1012,9 @@ macro_rules! diary_queries {
                         hash: row.try_get::<Option<String>, _>("chain_hash")?.unwrap_or_default(),
                     });
                 }
-                let mut conn = pool.acquire().await?;
                 let head_row = sqlx::query("SELECT seq, head_hash FROM signature_chain_heads WHERE agent_id = $1")
                     .bind(agent_id)
-                    .fetch_optional(&mut *conn)
+                    .fetch_optional(pool)
                     .await?;
                 let head = match head_row {
                     Some(row) => {

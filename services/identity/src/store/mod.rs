@@ -357,6 +357,14 @@ impl IdentityStore {
         dispatch_diary!(self, sign_entry(request, entry_id, signing, now))
     }
 
+    pub async fn historic_key(
+        &self,
+        agent_id: &str,
+        fingerprint: &str,
+    ) -> Result<Option<String>, IdentityError> {
+        dispatch_diary!(self, historic_key(agent_id, fingerprint))
+    }
+
     pub async fn chain_links(
         &self,
         agent_id: &str,
