@@ -20,6 +20,7 @@ cluster_cases!(
     moltnet_sign_then_create_flow,
     state_constraint_matrix_over_grpc_and_rest,
     diary_scoped_authorisation,
+    sdk_prepare_sign_submit,
 );
 
 const SEED: &str = "nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A=";
@@ -894,4 +895,53 @@ async fn diary_scoped_authorisation(cluster: &TestCluster) {
     )
     .await;
     assert_eq!(status, 403);
+}
+
+/// noema-client computes the CID and signing bytes locally and runs prepare → sign →
+/// submit with a key that never leaves the agent.
+async fn sdk_prepare_sign_submit(cluster: &TestCluster) {
+    let pair = SigningKeyPair::from_seed(&[31; 32]);
+    let token = agent(cluster, "agent:sdk", &pair).await;
+    let noema = noema_client::Noema::connect(&cluster.identity_endpoint, &token)
+        .await
+        .unwrap();
+    let mut diary = noema.diary();
+    let d = diary
+        .create_diary(pb::CreateDiaryRequest {
+            name: "sdk".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let e = diary
+        .create_entry(pb::CreateEntryRequest {
+            diary_id: d.id,
+            content: "Content".into(),
+            title: Some("Title".into()),
+            tags: vec!["tag1".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(e.content_hash, CID_1);
+    let done = noema_client::diary::sign_entry(&mut diary, &e.id, &pair)
+        .await
+        .unwrap();
+    assert_eq!(done.valid, Some(true));
+    let v = diary
+        .verify_entry(pb::VerifyEntryRequest { id: e.id })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(v.valid && v.signed && v.hash_matches && v.signature_valid);
+    let chain = diary
+        .verify_chain(pb::VerifyChainRequest {
+            agent_id: "agent:sdk".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(chain.valid, "{:?}", chain.problems);
 }
