@@ -173,21 +173,6 @@ pub async fn audit(
     Ok(GoJson(entries))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::list_limit;
-
-    #[test]
-    fn limits_follow_open_cognition() {
-        assert_eq!(list_limit(None), 50);
-        assert_eq!(list_limit(Some("abc")), 50);
-        assert_eq!(list_limit(Some("-3")), 50);
-        assert_eq!(list_limit(Some("0")), 0);
-        assert_eq!(list_limit(Some("7")), 7);
-        assert_eq!(list_limit(Some("9999")), 200);
-    }
-}
-
 /// This module's routes and their documentation (see `crate::route_table`).
 pub fn routes() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
     vec![
@@ -235,4 +220,19 @@ pub fn routes() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
             get(audit),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::list_limit;
+
+    #[test]
+    fn limits_follow_open_cognition() {
+        assert_eq!(list_limit(None), 50);
+        assert_eq!(list_limit(Some("abc")), 50);
+        assert_eq!(list_limit(Some("-3")), 50);
+        assert_eq!(list_limit(Some("0")), 0);
+        assert_eq!(list_limit(Some("7")), 7);
+        assert_eq!(list_limit(Some("9999")), 200);
+    }
 }
