@@ -8,6 +8,7 @@
 //! # let _ = status; Ok(()) }
 //! ```
 
+pub mod diary;
 pub mod ledger;
 
 use std::time::Duration;
@@ -72,6 +73,9 @@ pub type LedgerClient =
 pub type IdentityClient =
     noema_proto::identity::v1::identity_service_client::IdentityServiceClient<AuthedChannel>;
 
+pub type DiaryClient =
+    noema_proto::identity::v1::diary_service_client::DiaryServiceClient<AuthedChannel>;
+
 /// A connection to Noema. Cheap to clone; clients share one HTTP/2 connection.
 #[derive(Clone)]
 pub struct Noema {
@@ -113,5 +117,10 @@ impl Noema {
 
     pub fn identity(&self) -> IdentityClient {
         IdentityClient::new(self.channel.clone())
+    }
+
+    /// Signed diaries (served by the identity service); see [`diary`] for local signing.
+    pub fn diary(&self) -> DiaryClient {
+        DiaryClient::new(self.channel.clone())
     }
 }

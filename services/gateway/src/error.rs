@@ -161,13 +161,12 @@ impl IntoResponse for ApiError {
                 } else {
                     self.message
                 };
-                body.insert(
-                    "type".into(),
-                    json!(format!("https://themolt.net/problems/{slug}")),
-                );
-                body.insert("title".into(), json!(title));
+                // A route may name a more specific problem (e.g. signing-request-expired).
+                body.entry("type")
+                    .or_insert_with(|| json!(format!("https://themolt.net/problems/{slug}")));
+                body.entry("title").or_insert_with(|| json!(title));
                 body.insert("status".into(), json!(status.as_u16()));
-                body.insert("code".into(), json!(code));
+                body.entry("code").or_insert_with(|| json!(code));
                 body.insert("detail".into(), json!(detail.clone()));
                 body.insert("error".into(), json!(detail));
                 if status.as_u16() == 409 {

@@ -16,6 +16,7 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::routing::MethodRouter;
+use noema_proto::identity::v1::diary_service_client::DiaryServiceClient;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
 use noema_runtime::client::{ClientOptions, TracedChannel, channel};
@@ -37,6 +38,8 @@ pub struct GatewayConfig {
 #[derive(Clone)]
 pub struct GatewayState {
     pub identity: IdentityServiceClient<TracedChannel>,
+    /// Signed diaries, served by the identity process.
+    pub diary: DiaryServiceClient<TracedChannel>,
     pub ledger: LedgerServiceClient<TracedChannel>,
     /// gRPC health clients, by the service name they check.
     pub health: Vec<(&'static str, HealthClient<TracedChannel>)>,
@@ -52,6 +55,7 @@ impl GatewayState {
         let ledger_channel = channel("ledger", &config.ledger_endpoint, options)?;
         Ok(GatewayState {
             identity: IdentityServiceClient::new(identity_channel.clone()),
+            diary: DiaryServiceClient::new(identity_channel.clone()),
             ledger: LedgerServiceClient::new(ledger_channel.clone())
                 .max_decoding_message_size(noema_ledger_message_limit())
                 .max_encoding_message_size(noema_ledger_message_limit()),
@@ -129,6 +133,7 @@ pub fn route_table() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
     routes.extend(routes::identity::routes());
     routes.extend(routes::ledger::routes());
     routes.extend(routes::ledger_objects::routes());
+    routes.extend(routes::diary::routes());
     routes
 }
 

@@ -12,6 +12,18 @@ pub fn rfc3339_seconds(at: &prost_types::Timestamp) -> String {
         .unwrap_or_default()
 }
 
+/// ISO 8601 in UTC with milliseconds and `Z`, as JavaScript's `Date.toISOString()`
+/// (MoltNet's timestamps).
+pub fn iso_millis(at: &prost_types::Timestamp) -> String {
+    let format =
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+    let nanos = i128::from(at.seconds) * 1_000_000_000 + i128::from(at.nanos);
+    OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| t.format(format).ok())
+        .unwrap_or_default()
+}
+
 /// Parses an RFC 3339 timestamp into a protobuf `Timestamp`.
 pub fn parse_rfc3339(text: &str) -> Option<prost_types::Timestamp> {
     let at = OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
@@ -30,6 +42,15 @@ mod tests {
             nanos: 999_000_000,
         };
         assert_eq!(super::rfc3339_seconds(&at), "2026-04-14T18:20:43Z");
+    }
+
+    #[test]
+    fn formats_like_to_iso_string() {
+        let at = prost_types::Timestamp {
+            seconds: 1_776_190_843,
+            nanos: 5_900_000,
+        };
+        assert_eq!(super::iso_millis(&at), "2026-04-14T18:20:43.005Z");
     }
 
     #[test]

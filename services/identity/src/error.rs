@@ -17,6 +17,13 @@ pub enum IdentityError {
     FailedPrecondition(String),
     #[error("{0}")]
     Unauthenticated(String),
+    #[error("{0}")]
+    PermissionDenied(String),
+    /// A signature (hence a signing request) already used by another entry: MoltNet's 409.
+    #[error("This signing request has already been used to create an entry")]
+    SignatureReused,
+    #[error("{0}")]
+    ResourceExhausted(String),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
     #[error("audit log: {0}")]
@@ -32,11 +39,15 @@ impl ServiceError for IdentityError {
         match self {
             IdentityError::InvalidArgument(_) => ErrorCode::InvalidArgument,
             IdentityError::NotFound(_) => ErrorCode::NotFound,
-            IdentityError::AlreadyExists(_) => ErrorCode::AlreadyExists,
+            IdentityError::AlreadyExists(_) | IdentityError::SignatureReused => {
+                ErrorCode::AlreadyExists
+            }
             IdentityError::KeyMismatch { .. } | IdentityError::FailedPrecondition(_) => {
                 ErrorCode::FailedPrecondition
             }
             IdentityError::Unauthenticated(_) => ErrorCode::Unauthenticated,
+            IdentityError::PermissionDenied(_) => ErrorCode::PermissionDenied,
+            IdentityError::ResourceExhausted(_) => ErrorCode::ResourceExhausted,
             IdentityError::Database(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_)) => {
                 ErrorCode::Unavailable
             }

@@ -1,6 +1,8 @@
 //! The identity service (seed `004` with seed `001`'s token model): agents and their
 //! Ed25519 keys on trust-first-use, audited key rotation with proof of possession,
-//! signature verification, and scoped API tokens stored only as SHA-256.
+//! signature verification, scoped API tokens stored only as SHA-256, and signed diaries
+//! (entries with MoltNet CIDs, signing requests, verification, relations, supersession
+//! and a per-agent signature chain).
 //!
 //! `api` adapts gRPC, `domain` holds the rules, `store` holds the SQL.
 
@@ -12,6 +14,7 @@ pub mod store;
 
 use std::sync::Arc;
 
+use noema_proto::identity::v1::diary_service_server::DiaryServiceServer;
 use noema_proto::identity::v1::identity_service_server::IdentityServiceServer;
 use noema_store::Database;
 use time::OffsetDateTime;
@@ -20,6 +23,7 @@ pub use error::IdentityError;
 pub use store::{IdentityStore, MIGRATIONS};
 
 pub const SERVICE_NAME: &str = "noema.identity.v1.IdentityService";
+pub const DIARY_SERVICE_NAME: &str = "noema.identity.v1.DiaryService";
 
 /// Builds the identity gRPC service over an already-migrated database.
 pub async fn service(
@@ -36,6 +40,12 @@ pub async fn service(
     Ok(IdentityServiceServer::new(api::IdentityApi::new(
         IdentityStore::new(db),
     )))
+}
+
+/// Builds the diary gRPC service (signed diaries, seed 004) over the identity database,
+/// already migrated and initialised by [`service`].
+pub fn diary_service(db: Database) -> DiaryServiceServer<api::diary::DiaryApi> {
+    DiaryServiceServer::new(api::diary::DiaryApi::new(IdentityStore::new(db)))
 }
 
 /// The authenticator for the process that hosts identity.

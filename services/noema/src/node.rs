@@ -392,6 +392,7 @@ async fn add_service(
                 .await
                 .map_err(|e| service_error("identity", &e))?;
             server.add_service(service);
+            server.add_service(noema_identity::diary_service(storage.db.clone()));
             noema_identity::SERVICE_NAME
         }
         Role::Ledger => {

@@ -1,4 +1,9 @@
 //! The identity service's rules: no I/O here.
 
 pub mod agent;
+pub mod chain;
+pub mod diary;
+pub mod entry;
+pub mod relation;
+pub mod signing;
 pub mod token;

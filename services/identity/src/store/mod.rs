@@ -6,10 +6,18 @@ use noema_store::Database;
 use time::OffsetDateTime;
 
 use crate::domain::agent::Agent;
+use crate::domain::chain::Link;
+use crate::domain::diary::{Diary, Share};
+use crate::domain::entry::Entry;
+use crate::domain::relation::Relation;
+use crate::domain::signing::SigningRequest;
 use crate::domain::token::TokenRecord;
 use crate::error::IdentityError;
 
+pub mod diary;
 mod queries;
+
+pub use diary::{EntryFilter, RelationFilter, SignatureInput};
 
 pub static MIGRATIONS: noema_store::Migrations = noema_store::Migrations {
     service: "identity",
@@ -39,6 +47,15 @@ macro_rules! dispatch {
         match &$self.db {
             Database::Sqlite(pool) => queries::sqlite::$func(pool, $($arg),*).await,
             Database::Postgres(pool) => queries::postgres::$func(pool, $($arg),*).await,
+        }
+    };
+}
+
+macro_rules! dispatch_diary {
+    ($self:ident, $func:ident ( $($arg:expr),* )) => {
+        match &$self.db {
+            Database::Sqlite(pool) => diary::sqlite::$func(pool, $($arg),*).await,
+            Database::Postgres(pool) => diary::postgres::$func(pool, $($arg),*).await,
         }
     };
 }
@@ -178,5 +195,230 @@ impl IdentityStore {
             .db
             .audit_newest_first(before_id, i64::from(limit))
             .await?)
+    }
+}
+
+/// Diaries, entries, signing requests, relations and the signature chain.
+impl IdentityStore {
+    pub async fn insert_diary(
+        &self,
+        d: &Diary,
+        actor: &str,
+        now: OffsetDateTime,
+    ) -> Result<(), IdentityError> {
+        dispatch_diary!(self, insert_diary(d, actor, now))
+    }
+
+    pub async fn get_diary(&self, id: &str) -> Result<Option<Diary>, IdentityError> {
+        dispatch_diary!(self, get_diary(id))
+    }
+
+    pub async fn list_diaries(&self, caller: Option<&str>) -> Result<Vec<Diary>, IdentityError> {
+        dispatch_diary!(self, list_diaries(caller))
+    }
+
+    pub async fn update_diary(
+        &self,
+        d: &Diary,
+        actor: &str,
+        now: OffsetDateTime,
+    ) -> Result<(), IdentityError> {
+        dispatch_diary!(self, update_diary(d, actor, now))
+    }
+
+    pub async fn delete_diary(
+        &self,
+        id: &str,
+        actor: &str,
+        now: OffsetDateTime,
+    ) -> Result<u64, IdentityError> {
+        dispatch_diary!(self, delete_diary(id, actor, now))
+    }
+
+    pub async fn get_share(
+        &self,
+        diary_id: &str,
+        agent_id: &str,
+    ) -> Result<Option<Share>, IdentityError> {
+        dispatch_diary!(self, get_share(diary_id, agent_id))
+    }
+
+    pub async fn put_share(
+        &self,
+        share: &Share,
+        action: &str,
+        actor: &str,
+        now: OffsetDateTime,
+    ) -> Result<(), IdentityError> {
+        dispatch_diary!(self, put_share(share, action, actor, now))
+    }
+
+    pub async fn list_shares(
+        &self,
+        diary_id: &str,
+        only_agent: Option<&str>,
+    ) -> Result<Vec<Share>, IdentityError> {
+        dispatch_diary!(self, list_shares(diary_id, only_agent))
+    }
+
+    pub async fn insert_entry(
+        &self,
+        entry: &Entry,
+        signing: Option<&SignatureInput>,
+        actor: &str,
+        now: OffsetDateTime,
+    ) -> Result<(), IdentityError> {
+        dispatch_diary!(self, insert_entry(entry, signing, actor, now))
+    }
+
+    pub async fn get_entry(&self, id: &str) -> Result<Option<Entry>, IdentityError> {
+        dispatch_diary!(self, get_entry(id))
+    }
+
+    pub async fn list_entries(
+        &self,
+        filter: &EntryFilter,
+    ) -> Result<(Vec<Entry>, u64), IdentityError> {
+        dispatch_diary!(self, list_entries(filter))
+    }
+
+    pub async fn update_entry(
+        &self,
+        before: &Entry,
+        after: &Entry,
+        actor: &str,
+        now: OffsetDateTime,
+    ) -> Result<(), IdentityError> {
+        dispatch_diary!(self, update_entry(before, after, actor, now))
+    }
+
+    pub async fn delete_entry(
+        &self,
+        id: &str,
+        actor: &str,
+        now: OffsetDateTime,
+    ) -> Result<(), IdentityError> {
+        dispatch_diary!(self, delete_entry(id, actor, now))
+    }
+
+    pub async fn record_access(
+        &self,
+        ids: &[String],
+        now: OffsetDateTime,
+    ) -> Result<(), IdentityError> {
+        dispatch_diary!(self, record_access(ids, now))
+    }
+
+    pub async fn insert_signing_request(
+        &self,
+        request: &SigningRequest,
+        max_pending: u64,
+        now: OffsetDateTime,
+    ) -> Result<Result<(), i64>, IdentityError> {
+        dispatch_diary!(self, insert_signing_request(request, max_pending, now))
+    }
+
+    pub async fn get_signing_request(
+        &self,
+        id: &str,
+    ) -> Result<Option<SigningRequest>, IdentityError> {
+        dispatch_diary!(self, get_signing_request(id))
+    }
+
+    pub async fn signing_request_by_signature(
+        &self,
+        signature: &str,
+    ) -> Result<Option<SigningRequest>, IdentityError> {
+        dispatch_diary!(self, signing_request_by_signature(signature))
+    }
+
+    pub async fn list_signing_requests(
+        &self,
+        agent_id: &str,
+        statuses: &[String],
+        limit: i64,
+        offset: i64,
+    ) -> Result<(Vec<SigningRequest>, u64), IdentityError> {
+        dispatch_diary!(
+            self,
+            list_signing_requests(agent_id, statuses, limit, offset)
+        )
+    }
+
+    pub async fn complete_message_request(
+        &self,
+        request: &SigningRequest,
+        signature: &str,
+        valid: bool,
+        now: OffsetDateTime,
+    ) -> Result<(), IdentityError> {
+        dispatch_diary!(
+            self,
+            complete_message_request(request, signature, valid, now)
+        )
+    }
+
+    pub async fn sign_entry(
+        &self,
+        request: &SigningRequest,
+        entry_id: &str,
+        signing: &SignatureInput,
+        now: OffsetDateTime,
+    ) -> Result<(), IdentityError> {
+        dispatch_diary!(self, sign_entry(request, entry_id, signing, now))
+    }
+
+    pub async fn historic_key(
+        &self,
+        agent_id: &str,
+        fingerprint: &str,
+    ) -> Result<Option<String>, IdentityError> {
+        dispatch_diary!(self, historic_key(agent_id, fingerprint))
+    }
+
+    pub async fn chain_links(
+        &self,
+        agent_id: &str,
+    ) -> Result<(Vec<Link>, Option<(u64, String)>), IdentityError> {
+        dispatch_diary!(self, chain_links(agent_id))
+    }
+
+    pub async fn insert_relation(
+        &self,
+        relation: &Relation,
+        actor: &str,
+        now: OffsetDateTime,
+    ) -> Result<(Relation, bool), IdentityError> {
+        dispatch_diary!(self, insert_relation(relation, actor, now))
+    }
+
+    pub async fn get_relation(&self, id: &str) -> Result<Option<Relation>, IdentityError> {
+        dispatch_diary!(self, get_relation(id))
+    }
+
+    pub async fn list_relations(
+        &self,
+        filter: &RelationFilter,
+    ) -> Result<(Vec<Relation>, u64), IdentityError> {
+        dispatch_diary!(self, list_relations(filter))
+    }
+
+    pub async fn update_relation_status(
+        &self,
+        id: &str,
+        status: &str,
+        actor: &str,
+        now: OffsetDateTime,
+    ) -> Result<(), IdentityError> {
+        dispatch_diary!(self, update_relation_status(id, status, actor, now))
+    }
+
+    pub async fn delete_relation(
+        &self,
+        id: &str,
+        actor: &str,
+        now: OffsetDateTime,
+    ) -> Result<(), IdentityError> {
+        dispatch_diary!(self, delete_relation(id, actor, now))
     }
 }

@@ -1,4 +1,7 @@
-//! gRPC adapter: proto ⇄ domain, nothing else.
+//! gRPC adapters: proto ⇄ domain, nothing else. This module serves `IdentityService`;
+//! [`diary`] serves `DiaryService`.
+
+pub mod diary;
 
 use std::time::SystemTime;
 
@@ -31,7 +34,7 @@ impl IdentityApi {
     }
 }
 
-fn timestamp(at: OffsetDateTime) -> prost_types::Timestamp {
+pub(crate) fn timestamp(at: OffsetDateTime) -> prost_types::Timestamp {
     prost_types::Timestamp::from(SystemTime::from(at))
 }
 

@@ -1,0 +1,947 @@
+//! Signed diaries from outside (seed 004, MoltNet wire compatibility): the compat vectors
+//! through REST, the seed's draft → sign → supersede lifecycle with local signing, MoltNet's
+//! sign-then-create flow, the state × constraint matrix over gRPC and REST, and
+//! diary-scoped authorisation.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use noema_core::keys::{self, SigningKeyPair};
+use noema_e2e::{TestCluster, client_as, cluster_cases};
+use noema_proto::identity::v1 as pb;
+use noema_proto::identity::v1::diary_service_client::DiaryServiceClient;
+use noema_test_support::BearerToken;
+use serde_json::{Value, json};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+cluster_cases!(
+    compat_vectors_through_rest,
+    seed_lifecycle_with_local_signing,
+    moltnet_sign_then_create_flow,
+    state_constraint_matrix_over_grpc_and_rest,
+    diary_scoped_authorisation,
+    sdk_prepare_sign_submit,
+);
+
+const SEED: &str = "nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A=";
+const PUBLIC_KEY: &str = "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=";
+const FINGERPRINT: &str = "21FE-31DF-A154-A261";
+const CID_1: &str = "bafkreidxfykbrvutwidnpsnto4ij6kpe6r3oofqthfc5ohvcmrpsw3irse";
+const CID_2: &str = "bafkreid5liobpxc3pneqhqzj55uewevi7ekznbyq2zskfhfla5vb62lqhe";
+const SCOPES: &[&str] = &["diary:read", "diary:write", "diary:manage", "crypto:sign"];
+
+type Diary = DiaryServiceClient<InterceptedService<Channel, BearerToken>>;
+
+/// Registers `agent_id` with `pair`'s key and returns a token acting as it.
+async fn agent(cluster: &TestCluster, agent_id: &str, pair: &SigningKeyPair) -> String {
+    let mut identity = cluster.identity().await.unwrap();
+    identity
+        .register_agent(pb::RegisterAgentRequest {
+            agent_id: agent_id.into(),
+            public_key: pair.public_key().to_prefixed(),
+            first_object_id: String::new(),
+        })
+        .await
+        .unwrap();
+    cluster.issue_token(agent_id, SCOPES).await.unwrap()
+}
+
+async fn grpc_as(cluster: &TestCluster, token: &str) -> Diary {
+    let channel = cluster.channel(&cluster.identity_endpoint).await.unwrap();
+    DiaryServiceClient::with_interceptor(channel, BearerToken::new(token).unwrap())
+}
+
+async fn rest(
+    cluster: &TestCluster,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let client = client_as(token);
+    let url = format!("{}{path}", cluster.rest_url);
+    let request = match method {
+        "GET" => client.get(&url),
+        "POST" => client.post(&url),
+        "PATCH" => client.patch(&url),
+        "DELETE" => client.delete(&url),
+        other => panic!("method {other}"),
+    };
+    let request = match body {
+        Some(body) => request.json(&body),
+        None => request,
+    };
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn s(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
+}
+
+async fn new_diary(cluster: &TestCluster, token: &str, visibility: &str) -> String {
+    let (status, diary) = rest(
+        cluster,
+        token,
+        "POST",
+        "/diaries",
+        Some(json!({"name": "journal", "visibility": visibility})),
+    )
+    .await;
+    assert_eq!(status, 201, "{diary}");
+    s(&diary["id"])
+}
+
+/// The seed's flow over REST: prepare a signing request for a draft, sign its
+/// signingInput locally, submit. Returns (request id, signature).
+async fn sign_draft(
+    cluster: &TestCluster,
+    token: &str,
+    pair: &SigningKeyPair,
+    entry_id: &str,
+) -> (String, String) {
+    let (status, request) = rest(
+        cluster,
+        token,
+        "POST",
+        "/crypto/signing-requests",
+        Some(json!({"entryId": entry_id})),
+    )
+    .await;
+    assert_eq!(status, 201, "{request}");
+    let expected = keys::moltnet_signing_bytes(&s(&request["message"]), &s(&request["nonce"]));
+    let input = data_encoding::BASE64
+        .decode(s(&request["signingInput"]).as_bytes())
+        .unwrap();
+    assert_eq!(input, expected, "signingInput is MoltNet's framing");
+    let signature = pair.sign(&input).to_base64();
+    let id = s(&request["id"]);
+    let (status, done) = rest(
+        cluster,
+        token,
+        "POST",
+        &format!("/crypto/signing-requests/{id}/sign"),
+        Some(json!({"signature": signature})),
+    )
+    .await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["valid"], true);
+    (id, signature)
+}
+
+async fn compat_vectors_through_rest(cluster: &TestCluster) {
+    let pair = SigningKeyPair::from_seed_base64(SEED).unwrap();
+    assert_eq!(pair.public_key().to_prefixed(), PUBLIC_KEY);
+    assert_eq!(pair.public_key().fingerprint(), FINGERPRINT);
+    let token = agent(cluster, "agent:vector", &pair).await;
+    let (status, me) = rest(cluster, &token, "GET", "/crypto/identity", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(me["fingerprint"], FINGERPRINT);
+    let diary = new_diary(cluster, &token, "private").await;
+    let (status, entry) = rest(
+        cluster,
+        &token,
+        "POST",
+        &format!("/diaries/{diary}/entries"),
+        Some(json!({"title": "Title", "content": "Content", "tags": ["tag1"]})),
+    )
+    .await;
+    assert_eq!(status, 201, "{entry}");
+    assert_eq!(entry["contentHash"], CID_1);
+    assert_eq!(entry["entryType"], "semantic");
+    assert_eq!(entry["creator"]["fingerprint"], FINGERPRINT);
+    assert!(s(&entry["createdAt"]).ends_with('Z') && s(&entry["createdAt"]).len() == 24);
+    let (_, entry) = rest(
+        cluster,
+        &token,
+        "POST",
+        &format!("/diaries/{diary}/entries"),
+        Some(json!({"title": "", "content": "Content", "tags": []})),
+    )
+    .await;
+    assert_eq!(entry["contentHash"], CID_2);
+    sign_draft(cluster, &token, &pair, &s(&entry["id"])).await;
+    let (_, verify) = rest(
+        cluster,
+        &token,
+        "GET",
+        &format!("/entries/{}/verify", s(&entry["id"])),
+        None,
+    )
+    .await;
+    assert_eq!(verify["valid"], true, "{verify}");
+    assert_eq!(verify["agentFingerprint"], FINGERPRINT);
+}
+
+async fn seed_lifecycle_with_local_signing(cluster: &TestCluster) {
+    let pair = SigningKeyPair::from_seed_base64(SEED).unwrap();
+    let other = SigningKeyPair::from_seed(&[9; 32]);
+    let token = agent(cluster, "agent:life", &pair).await;
+    let diary = new_diary(cluster, &token, "private").await;
+
+    // Draft, then an update that changes the hash.
+    let (_, draft) = rest(
+        cluster,
+        &token,
+        "POST",
+        &format!("/diaries/{diary}/entries"),
+        Some(json!({"title": "Title", "content": "Content", "tags": ["tag1"]})),
+    )
+    .await;
+    let id = s(&draft["id"]);
+    assert_eq!(draft["contentSignature"], Value::Null);
+    let (status, updated) = rest(
+        cluster,
+        &token,
+        "PATCH",
+        &format!("/entries/{id}"),
+        Some(json!({"title": "", "tags": []})),
+    )
+    .await;
+    assert_eq!(status, 200, "{updated}");
+    assert_eq!(updated["contentHash"], CID_2);
+
+    // Prepare; a signature by another key is refused and changes nothing.
+    let (_, request) = rest(
+        cluster,
+        &token,
+        "POST",
+        "/crypto/signing-requests",
+        Some(json!({"entryId": id})),
+    )
+    .await;
+    let rid = s(&request["id"]);
+    assert_eq!(request["message"], CID_2);
+    let input = data_encoding::BASE64
+        .decode(s(&request["signingInput"]).as_bytes())
+        .unwrap();
+    let (status, error) = rest(
+        cluster,
+        &token,
+        "POST",
+        &format!("/crypto/signing-requests/{rid}/sign"),
+        Some(json!({"signature": other.sign(&input).to_base64()})),
+    )
+    .await;
+    assert_eq!(status, 409, "{error}");
+    assert!(s(&error["detail"]).contains("does not verify"), "{error}");
+    let (_, still) = rest(cluster, &token, "GET", &format!("/entries/{id}"), None).await;
+    assert_eq!(still["contentSignature"], Value::Null);
+    let (_, pending) = rest(
+        cluster,
+        &token,
+        "GET",
+        &format!("/crypto/signing-requests/{rid}"),
+        None,
+    )
+    .await;
+    assert_eq!(pending["status"], "pending");
+
+    // The right key signs; the nonce cannot be replayed.
+    let signature = pair.sign(&input).to_base64();
+    let (status, done) = rest(
+        cluster,
+        &token,
+        "POST",
+        &format!("/crypto/signing-requests/{rid}/sign"),
+        Some(json!({"signature": signature})),
+    )
+    .await;
+    assert_eq!(status, 200, "{done}");
+    let (status, replay) = rest(
+        cluster,
+        &token,
+        "POST",
+        &format!("/crypto/signing-requests/{rid}/sign"),
+        Some(json!({"signature": signature})),
+    )
+    .await;
+    assert_eq!(status, 409);
+    assert_eq!(
+        replay["type"],
+        "https://themolt.net/problems/signing-request-already-completed"
+    );
+
+    let (status, verify) = rest(
+        cluster,
+        &token,
+        "GET",
+        &format!("/entries/{id}/verify"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        verify,
+        json!({"signed": true, "hashMatches": true, "signatureValid": true, "valid": true,
+               "contentHash": CID_2, "agentFingerprint": FINGERPRINT, "reason": null})
+    );
+
+    // Signed: content updates and deletion are refused; importance is still allowed.
+    let (status, error) = rest(
+        cluster,
+        &token,
+        "PATCH",
+        &format!("/entries/{id}"),
+        Some(json!({"content": "tampered"})),
+    )
+    .await;
+    assert_eq!(status, 409);
+    assert!(s(&error["detail"]).contains("immutable"), "{error}");
+    let (status, _) = rest(cluster, &token, "DELETE", &format!("/entries/{id}"), None).await;
+    assert_eq!(status, 409);
+    let (status, _) = rest(
+        cluster,
+        &token,
+        "DELETE",
+        &format!("/diaries/{diary}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 409);
+
+    // A draft edited after prepare cannot be signed with the prepared request, and a
+    // signature made for another entry is refused.
+    let (_, second) = rest(
+        cluster,
+        &token,
+        "POST",
+        &format!("/diaries/{diary}/entries"),
+        Some(json!({"content": "Second version", "entryType": "procedural"})),
+    )
+    .await;
+    let second_id = s(&second["id"]);
+    let (_, prepared) = rest(
+        cluster,
+        &token,
+        "POST",
+        "/crypto/signing-requests",
+        Some(json!({"entryId": second_id})),
+    )
+    .await;
+    let (status, _) = rest(
+        cluster,
+        &token,
+        "PATCH",
+        &format!("/entries/{second_id}"),
+        Some(json!({"content": "Second version, edited"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let prepared_input = data_encoding::BASE64
+        .decode(s(&prepared["signingInput"]).as_bytes())
+        .unwrap();
+    let (status, error) = rest(
+        cluster,
+        &token,
+        "POST",
+        &format!("/crypto/signing-requests/{}/sign", s(&prepared["id"])),
+        Some(json!({"signature": pair.sign(&prepared_input).to_base64()})),
+    )
+    .await;
+    assert_eq!(status, 409, "{error}");
+    assert!(s(&error["detail"]).contains("changed"), "{error}");
+    let (_, fresh) = rest(
+        cluster,
+        &token,
+        "POST",
+        "/crypto/signing-requests",
+        Some(json!({"entryId": second_id})),
+    )
+    .await;
+    let (status, _) = rest(
+        cluster,
+        &token,
+        "POST",
+        &format!("/crypto/signing-requests/{}/sign", s(&fresh["id"])),
+        Some(json!({"signature": signature})),
+    )
+    .await;
+    assert_eq!(
+        status, 409,
+        "a signature reused on another entry is refused"
+    );
+    let (_, unsigned) = rest(
+        cluster,
+        &token,
+        "GET",
+        &format!("/entries/{second_id}"),
+        None,
+    )
+    .await;
+    assert_eq!(unsigned["contentSignature"], Value::Null);
+
+    // Supersede the signed entry with the new one.
+    let (status, relation) = rest(
+        cluster,
+        &token,
+        "POST",
+        &format!("/entries/{second_id}/relations"),
+        Some(json!({"targetId": id, "relation": "supersedes", "status": "accepted"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{relation}");
+    assert_eq!(relation["targetCidSnapshot"], CID_2);
+    let (_, all) = rest(
+        cluster,
+        &token,
+        "GET",
+        &format!("/diaries/{diary}/entries"),
+        None,
+    )
+    .await;
+    assert_eq!(all["total"], 2);
+    let (_, active) = rest(
+        cluster,
+        &token,
+        "GET",
+        &format!("/diaries/{diary}/entries?excludeSuperseded=true"),
+        None,
+    )
+    .await;
+    assert_eq!(active["total"], 1, "{active}");
+    assert_eq!(active["items"][0]["id"], second_id.as_str());
+    let (status, old) = rest(cluster, &token, "GET", &format!("/entries/{id}"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(old["superseded"], true);
+    let (_, found) = rest(
+        cluster,
+        &token,
+        "POST",
+        "/diaries/search",
+        Some(json!({"diaryId": diary, "query": "version", "excludeSuperseded": true})),
+    )
+    .await;
+    assert_eq!(found["total"], 1, "{found}");
+    let (_, found) = rest(
+        cluster,
+        &token,
+        "POST",
+        "/diaries/search",
+        Some(json!({"query": "Content"})),
+    )
+    .await;
+    assert_eq!(found["results"][0]["id"], id.as_str(), "{found}");
+
+    // The signature chain is whole.
+    let (status, chain) = rest(
+        cluster,
+        &token,
+        "GET",
+        "/v1/agents/agent:life/signature-chain",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(chain["valid"], true, "{chain}");
+    assert_eq!(chain["length"], 1);
+}
+
+async fn moltnet_sign_then_create_flow(cluster: &TestCluster) {
+    let pair = SigningKeyPair::from_seed_base64(SEED).unwrap();
+    let token = agent(cluster, "agent:molt", &pair).await;
+    let diary = new_diary(cluster, &token, "moltnet").await;
+    let tags = vec!["tag1".to_owned()];
+    let cid = noema_core::cid::entry_cid("semantic", Some("Title"), "Content", Some(&tags));
+    assert_eq!(cid, CID_1);
+    let (status, request) = rest(
+        cluster,
+        &token,
+        "POST",
+        "/crypto/signing-requests",
+        Some(json!({"message": cid})),
+    )
+    .await;
+    assert_eq!(status, 201, "{request}");
+    let input = data_encoding::BASE64
+        .decode(s(&request["signingInput"]).as_bytes())
+        .unwrap();
+    assert_eq!(input.len(), 86);
+    let signature = pair.sign(&input).to_base64();
+    let rid = s(&request["id"]);
+    let (status, _) = rest(
+        cluster,
+        &token,
+        "POST",
+        &format!("/crypto/signing-requests/{rid}/sign"),
+        Some(json!({"signature": signature})),
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    let body = |hash: &str, rid: Option<&str>| {
+        let mut b =
+            json!({"title": "Title", "content": "Content", "tags": ["tag1"], "contentHash": hash});
+        if let Some(rid) = rid {
+            b["signingRequestId"] = json!(rid);
+        }
+        b
+    };
+    let path = format!("/diaries/{diary}/entries");
+    let (status, error) = rest(
+        cluster,
+        &token,
+        "POST",
+        &path,
+        Some(body(CID_2, Some(&rid))),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        error["detail"],
+        format!("Content hash mismatch: provided {CID_2}, computed {CID_1}")
+    );
+    let (status, error) = rest(cluster, &token, "POST", &path, Some(body(CID_1, None))).await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        error["detail"],
+        "contentHash requires signingRequestId to create a signed entry."
+    );
+    let (status, entry) = rest(
+        cluster,
+        &token,
+        "POST",
+        &path,
+        Some(body(CID_1, Some(&rid))),
+    )
+    .await;
+    assert_eq!(status, 201, "{entry}");
+    assert_eq!(entry["contentSignature"], signature.as_str());
+    let (status, error) = rest(
+        cluster,
+        &token,
+        "POST",
+        &path,
+        Some(body(CID_1, Some(&rid))),
+    )
+    .await;
+    assert_eq!(status, 409, "{error}");
+    assert_eq!(
+        error["conflict"]["constraint"],
+        "diary_entries_content_signature_unique_idx"
+    );
+    let (_, verify) = rest(
+        cluster,
+        &token,
+        "GET",
+        &format!("/entries/{}/verify", s(&entry["id"])),
+        None,
+    )
+    .await;
+    assert_eq!(verify["valid"], true, "{verify}");
+    let (status, verified) = rest(
+        cluster,
+        &token,
+        "POST",
+        "/crypto/verify",
+        Some(json!({"signature": signature})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(verified["valid"], true);
+
+    // Arbitrary message: a wrong signature consumes the request with valid: false.
+    let (_, request) = rest(
+        cluster,
+        &token,
+        "POST",
+        "/crypto/signing-requests",
+        Some(json!({"message": "commit rationale"})),
+    )
+    .await;
+    let wrong = SigningKeyPair::from_seed(&[5; 32]).sign(b"x").to_base64();
+    let (status, done) = rest(
+        cluster,
+        &token,
+        "POST",
+        &format!("/crypto/signing-requests/{}/sign", s(&request["id"])),
+        Some(json!({"signature": wrong})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(done["valid"], false);
+    let (_, verified) = rest(
+        cluster,
+        &token,
+        "POST",
+        "/crypto/verify",
+        Some(json!({"signature": wrong})),
+    )
+    .await;
+    assert_eq!(verified["valid"], false);
+}
+
+/// A fresh entry of `entry_type` in `diary`, signed through gRPC's prepare → submit
+/// when `signed`.
+async fn make_entry(
+    grpc: &mut Diary,
+    diary: &str,
+    entry_type: &str,
+    signed: bool,
+    pair: &SigningKeyPair,
+) -> String {
+    let e = grpc
+        .create_entry(pb::CreateEntryRequest {
+            diary_id: diary.to_owned(),
+            content: format!("{entry_type} body"),
+            entry_type: entry_type.into(),
+            tags: vec!["a".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    if signed {
+        let r = grpc
+            .create_signing_request(pb::CreateSigningRequestRequest {
+                entry_id: e.id.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        grpc.submit_signature(pb::SubmitSignatureRequest {
+            id: r.id,
+            signature: pair.sign(&r.signing_input).to_base64(),
+        })
+        .await
+        .unwrap();
+    }
+    e.id
+}
+
+/// Seed 004's state × constraint matrix: (type, signed) → content, tags, importance
+/// mutable. Each row runs on a fresh entry, once through gRPC and once through REST.
+async fn state_constraint_matrix_over_grpc_and_rest(cluster: &TestCluster) {
+    let pair = SigningKeyPair::from_seed(&[11; 32]);
+    let token = agent(cluster, "agent:matrix", &pair).await;
+    let mut grpc = grpc_as(cluster, &token).await;
+    let diary = new_diary(cluster, &token, "public").await;
+    let matrix: [(&str, bool, bool, bool, bool); 12] = [
+        ("episodic", false, true, true, true),
+        ("episodic", true, false, false, true),
+        ("semantic", false, true, true, true),
+        ("semantic", true, false, false, true),
+        ("procedural", false, true, true, true),
+        ("procedural", true, false, false, true),
+        ("reflection", false, true, true, true),
+        ("reflection", true, false, false, false),
+        ("identity", false, true, true, true),
+        ("identity", true, false, false, false),
+        ("soul", false, true, true, true),
+        ("soul", true, false, false, false),
+    ];
+    for (entry_type, signed, content_ok, tags_ok, importance_ok) in matrix {
+        for transport in ["grpc", "rest"] {
+            let row = format!("{entry_type} signed={signed} via {transport}");
+            let changes = [
+                ("content", content_ok),
+                ("tags", tags_ok),
+                ("importance", importance_ok),
+            ];
+            for (field, allowed) in changes {
+                let id = make_entry(&mut grpc, &diary, entry_type, signed, &pair).await;
+                let ok = if transport == "grpc" {
+                    let mut req = pb::UpdateEntryRequest {
+                        id: id.clone(),
+                        ..Default::default()
+                    };
+                    match field {
+                        "content" => req.content = Some("changed".into()),
+                        "tags" => {
+                            req.set_tags = true;
+                            req.tags = vec!["b".into()];
+                        }
+                        _ => req.importance = Some(9),
+                    }
+                    match grpc.update_entry(req).await {
+                        Ok(_) => true,
+                        Err(status) => {
+                            assert_eq!(
+                                status.code(),
+                                tonic::Code::FailedPrecondition,
+                                "{row} {field}"
+                            );
+                            false
+                        }
+                    }
+                } else {
+                    let body = match field {
+                        "content" => json!({"content": "changed"}),
+                        "tags" => json!({"tags": ["b"]}),
+                        _ => json!({"importance": 9}),
+                    };
+                    let (status, reply) = rest(
+                        cluster,
+                        &token,
+                        "PATCH",
+                        &format!("/entries/{id}"),
+                        Some(body),
+                    )
+                    .await;
+                    assert!(
+                        status == 200 || status == 409,
+                        "{row} {field}: {status} {reply}"
+                    );
+                    status == 200
+                };
+                assert_eq!(ok, allowed, "{row}: {field}");
+                let (_, verify) = rest(
+                    cluster,
+                    &token,
+                    "GET",
+                    &format!("/entries/{id}/verify"),
+                    None,
+                )
+                .await;
+                assert_eq!(verify["signed"], signed, "{row}");
+                if signed {
+                    assert_eq!(verify["valid"], true, "{row}: {verify}");
+                }
+            }
+        }
+    }
+}
+
+async fn diary_scoped_authorisation(cluster: &TestCluster) {
+    let owner_pair = SigningKeyPair::from_seed(&[21; 32]);
+    let owner = agent(cluster, "agent:owner", &owner_pair).await;
+    let other = agent(
+        cluster,
+        "agent:other",
+        &SigningKeyPair::from_seed(&[22; 32]),
+    )
+    .await;
+    let diary = new_diary(cluster, &owner, "private").await;
+    let (_, entry) = rest(
+        cluster,
+        &owner,
+        "POST",
+        &format!("/diaries/{diary}/entries"),
+        Some(json!({"content": "private thought"})),
+    )
+    .await;
+    let entry_id = s(&entry["id"]);
+    let invisible = |expect: u16| {
+        let (diary, entry_id, other) = (diary.clone(), entry_id.clone(), other.clone());
+        async move {
+            let (status, _) =
+                rest(cluster, &other, "GET", &format!("/diaries/{diary}"), None).await;
+            assert_eq!(status, expect, "GET diary");
+            let (status, _) = rest(
+                cluster,
+                &other,
+                "GET",
+                &format!("/entries/{entry_id}"),
+                None,
+            )
+            .await;
+            assert_eq!(status, expect, "GET entry");
+            let (status, _) = rest(
+                cluster,
+                &other,
+                "GET",
+                &format!("/diaries/{diary}/entries"),
+                None,
+            )
+            .await;
+            assert_eq!(status, expect, "list entries");
+        }
+    };
+    invisible(404).await;
+    let (_, listed) = rest(cluster, &other, "GET", "/diaries", None).await;
+    assert_eq!(listed["items"], json!([]));
+    let (_, found) = rest(
+        cluster,
+        &other,
+        "POST",
+        "/diaries/search",
+        Some(json!({"query": "private"})),
+    )
+    .await;
+    assert_eq!(found["total"], 0);
+
+    // A reader share: pending grants nothing; accepted reads but cannot write.
+    let (status, share) = rest(
+        cluster,
+        &owner,
+        "POST",
+        &format!("/diaries/{diary}/shares"),
+        Some(json!({"agentId": "agent:other", "role": "reader"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{share}");
+    assert_eq!(share["status"], "pending");
+    invisible(404).await;
+    let (status, share) = rest(
+        cluster,
+        &other,
+        "POST",
+        &format!("/diaries/{diary}/shares/accept"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, 200, "{share}");
+    assert_eq!(share["status"], "accepted");
+    invisible(200).await;
+    let (status, _) = rest(
+        cluster,
+        &other,
+        "POST",
+        &format!("/diaries/{diary}/entries"),
+        Some(json!({"content": "intrusion"})),
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, _) = rest(
+        cluster,
+        &other,
+        "PATCH",
+        &format!("/entries/{entry_id}"),
+        Some(json!({"content": "edited"})),
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, _) = rest(
+        cluster,
+        &other,
+        "DELETE",
+        &format!("/diaries/{diary}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403);
+
+    // Revoked: access is gone.
+    let (status, share) = rest(
+        cluster,
+        &owner,
+        "DELETE",
+        &format!("/diaries/{diary}/shares/agent:other"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(share["status"], "revoked");
+    invisible(404).await;
+
+    // A writer share may write; moltnet visibility lets anyone read.
+    rest(
+        cluster,
+        &owner,
+        "POST",
+        &format!("/diaries/{diary}/shares"),
+        Some(json!({"agentId": "agent:other", "role": "writer"})),
+    )
+    .await;
+    rest(
+        cluster,
+        &other,
+        "POST",
+        &format!("/diaries/{diary}/shares/accept"),
+        Some(json!({})),
+    )
+    .await;
+    let (status, _) = rest(
+        cluster,
+        &other,
+        "POST",
+        &format!("/diaries/{diary}/entries"),
+        Some(json!({"content": "by a writer"})),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let third = agent(
+        cluster,
+        "agent:third",
+        &SigningKeyPair::from_seed(&[23; 32]),
+    )
+    .await;
+    let (status, _) = rest(
+        cluster,
+        &third,
+        "GET",
+        &format!("/entries/{entry_id}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (status, _) = rest(
+        cluster,
+        &owner,
+        "PATCH",
+        &format!("/diaries/{diary}"),
+        Some(json!({"visibility": "moltnet"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = rest(
+        cluster,
+        &third,
+        "GET",
+        &format!("/entries/{entry_id}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = rest(
+        cluster,
+        &third,
+        "PATCH",
+        &format!("/entries/{entry_id}"),
+        Some(json!({"importance": 2})),
+    )
+    .await;
+    assert_eq!(status, 403);
+}
+
+/// noema-client computes the CID and signing bytes locally and runs prepare → sign →
+/// submit with a key that never leaves the agent.
+async fn sdk_prepare_sign_submit(cluster: &TestCluster) {
+    let pair = SigningKeyPair::from_seed(&[31; 32]);
+    let token = agent(cluster, "agent:sdk", &pair).await;
+    let noema = noema_client::Noema::connect(&cluster.identity_endpoint, &token)
+        .await
+        .unwrap();
+    let mut diary = noema.diary();
+    let d = diary
+        .create_diary(pb::CreateDiaryRequest {
+            name: "sdk".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let e = diary
+        .create_entry(pb::CreateEntryRequest {
+            diary_id: d.id,
+            content: "Content".into(),
+            title: Some("Title".into()),
+            tags: vec!["tag1".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(e.content_hash, CID_1);
+    let done = noema_client::diary::sign_entry(&mut diary, &e.id, &pair)
+        .await
+        .unwrap();
+    assert_eq!(done.valid, Some(true));
+    let v = diary
+        .verify_entry(pb::VerifyEntryRequest { id: e.id })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(v.valid && v.signed && v.hash_matches && v.signature_valid);
+    let chain = diary
+        .verify_chain(pb::VerifyChainRequest {
+            agent_id: "agent:sdk".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(chain.valid, "{:?}", chain.problems);
+}
