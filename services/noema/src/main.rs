@@ -88,6 +88,15 @@ enum Command {
     /// Measure a running instance (throughput and latency, as JSON).
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
+    /// Signed diaries.
+    #[command(subcommand)]
+    Diary(commands::diary::DiaryCommand),
+    /// Diary entries: create a draft, sign it locally, verify it.
+    #[command(subcommand)]
+    Entry(commands::diary::EntryCommand),
+    /// Identity checks.
+    #[command(subcommand)]
+    Identity(commands::diary::IdentityCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -181,6 +190,9 @@ async fn main() -> ExitCode {
         Command::Reference(command) => finish(commands::ledger::reference(&command).await),
         Command::Ledger(command) => finish(commands::ledger::ledger(&command).await),
         Command::Bench(command) => finish(commands::bench::bench(&command).await),
+        Command::Diary(command) => finish(commands::diary::diary(&command).await),
+        Command::Entry(command) => finish(commands::diary::entry(&command).await),
+        Command::Identity(command) => finish(commands::diary::identity(&command).await),
         Command::Config(ConfigCommand::Dump(flags)) => {
             match load(cli.config.as_ref(), &flags).and_then(|c| c.to_toml()) {
                 Ok(text) => {

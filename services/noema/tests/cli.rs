@@ -565,3 +565,86 @@ async fn cli_export_import_round_trip() {
         assert!(wait_exit(child, Duration::from_secs(20)).success());
     }
 }
+
+/// An agent keeps a signed diary from the command line: register its key, create a
+/// draft, sign it locally, verify it, and walk its signature chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_diary_entry_sign_and_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("noema.log");
+    let data = dir.path().join("data");
+    let mut running = start_up(&data, &log);
+    let owner = std::fs::read_to_string(data.join("owner.token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let endpoint = format!("http://{}", running.grpc);
+    let key = dir.path().join("agent.key");
+    let out = run(noema().args(["keygen", "--out", key.to_str().unwrap()]));
+    let keygen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let http = reqwest::Client::new();
+    let registered = http
+        .post(format!("{}/v1/agents", running.rest))
+        .bearer_auth(&owner)
+        .json(&serde_json::json!({"agent_id": "agent:diarist", "public_key": keygen["public_key_prefixed"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status().as_u16(), 201);
+    let issued: serde_json::Value = http
+        .post(format!("{}/v1/security/tokens/issue", running.rest))
+        .bearer_auth(&owner)
+        .json(&serde_json::json!({"peer_id": "agent:diarist", "scopes": ["diary:read", "diary:write", "crypto:sign", "identity:read"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = issued["token"].as_str().unwrap().to_owned();
+    let client = [
+        "--endpoint".to_owned(),
+        endpoint,
+        "--token".to_owned(),
+        token,
+    ];
+
+    let out = run(noema()
+        .args(["diary", "create", "--name", "field notes"])
+        .args(&client));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let diary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = run(noema()
+        .args(["entry", "create", "--diary", diary["id"].as_str().unwrap()])
+        .args(["--title", "Title", "--content", "Content", "--tag", "tag1"])
+        .args(&client));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let entry: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // MoltNet's compat vector: this title/content/tags/type has this CID.
+    assert_eq!(
+        entry["content_hash"],
+        "bafkreidxfykbrvutwidnpsnto4ij6kpe6r3oofqthfc5ohvcmrpsw3irse"
+    );
+    let id = entry["id"].as_str().unwrap();
+
+    let out = run(noema()
+        .args(["entry", "sign", id, "--key-file", key.to_str().unwrap()])
+        .args(&client));
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let out = run(noema().args(["entry", "verify", id]).args(&client));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let verified: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(verified["valid"], true);
+    assert_eq!(verified["agentFingerprint"], keygen["fingerprint"]);
+    let out = run(noema()
+        .args(["identity", "verify-chain", "agent:diarist"])
+        .args(&client));
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    sigterm(&running.child);
+    assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
+}
