@@ -214,7 +214,7 @@ where
             if let Some(m) = metrics::global() {
                 m.grpc_requests.with_label_values(&[&method, &code]).inc();
                 m.grpc_latency
-                    .with_label_values(&[&method])
+                    .with_label_values(&[&method, &code])
                     .observe(started.elapsed().as_secs_f64());
             }
             result
