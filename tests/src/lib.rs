@@ -1,8 +1,9 @@
 //! Shared pieces of the end-to-end suite. Each case is written once as
 //! `async fn case(cluster: TestCluster)` and `cluster_cases!` runs it on every shape
-//! (all-in-one, split) and every backend (SQLite + files, Postgres + S3).
+//! (all-in-one, split in-process) and every backend (SQLite + files, Postgres + S3), and
+//! once more with every role as its own `noema serve` process on Postgres + S3.
 
-pub use noema_test_support::{Backend, Shape, TestCluster};
+pub use noema_test_support::{Backend, BearerToken, LedgerClient, Role, Shape, TestCluster};
 
 /// Starts a cluster, failing the test loudly (never skipping) when a backend is missing.
 pub async fn cluster(backend: Backend, shape: Shape) -> TestCluster {
@@ -37,7 +38,8 @@ pub fn owner(cluster: &TestCluster) -> reqwest::Client {
     client_as(&cluster.owner_token)
 }
 
-/// Expands each named case into one test per shape × backend.
+/// Expands each named case into one test per shape × backend (four in-process ones,
+/// plus `processes_postgres_s3`).
 #[macro_export]
 macro_rules! cluster_cases {
     ($($case:ident),* $(,)?) => {
@@ -45,6 +47,7 @@ macro_rules! cluster_cases {
         $crate::cluster_cases!(@shape split_sqlite, Sqlite, Split; $($case),*);
         $crate::cluster_cases!(@shape all_in_one_postgres_s3, PostgresS3, AllInOne; $($case),*);
         $crate::cluster_cases!(@shape split_postgres_s3, PostgresS3, Split; $($case),*);
+        $crate::cluster_cases!(@shape processes_postgres_s3, PostgresS3, Processes; $($case),*);
     };
     (@shape $module:ident, $backend:ident, $shape:ident; $($case:ident),*) => {
         mod $module {

@@ -61,6 +61,9 @@ pub struct ServerConfig {
     /// Where this process serves Prometheus metrics on `/metrics` (e.g. `0.0.0.0:9090`).
     /// Empty: no separate listener (the gateway always serves `/metrics`).
     pub metrics_addr: String,
+    /// How often each service re-checks its database and object store; readiness
+    /// (gRPC health, the gateway's `/readyz`) follows within this time.
+    pub readiness_interval_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -122,6 +125,7 @@ impl Default for NoemaConfig {
                 data_dir: PathBuf::from("./noema-data"),
                 shutdown_grace_secs: 30,
                 metrics_addr: String::new(),
+                readiness_interval_ms: 5000,
             },
             telemetry: TelemetryConfig {
                 log_format: LogFormat::Text,
@@ -266,6 +270,13 @@ impl NoemaConfig {
         parse_addr("server.http_addr", &self.server.http_addr)?;
         if !self.server.metrics_addr.is_empty() {
             parse_addr("server.metrics_addr", &self.server.metrics_addr)?;
+        }
+        // Below 50 ms the probes themselves would load the database and the object store.
+        if !(50..=600_000).contains(&self.server.readiness_interval_ms) {
+            return Err(invalid(
+                "server.readiness_interval_ms",
+                "must be between 50 and 600000 milliseconds",
+            ));
         }
         if self.server.data_dir.as_os_str().is_empty() {
             return Err(invalid("server.data_dir", "must not be empty"));
@@ -457,6 +468,16 @@ mod tests {
             .load()
             .unwrap_err();
         assert!(err.to_string().contains("auth.anonymous_scopes"), "{err}");
+
+        let err = ConfigLoader::new()
+            .without_env()
+            .set("server.readiness_interval_ms", 0)
+            .load()
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("server.readiness_interval_ms"),
+            "{err}"
+        );
 
         let err = ConfigLoader::new()
             .without_env()

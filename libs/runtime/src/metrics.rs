@@ -28,9 +28,13 @@ fn build() -> Result<Metrics, prometheus::Error> {
         &["method", "code"],
     )?;
     let grpc_latency = HistogramVec::new(
-        HistogramOpts::new("grpc_request_duration_seconds", "gRPC request latency")
-            .buckets(LATENCY_BUCKETS.to_vec()),
-        &["method"],
+        HistogramOpts::new(
+            "grpc_request_duration_seconds",
+            "gRPC request latency, by method and status code",
+        )
+        .buckets(LATENCY_BUCKETS.to_vec()),
+        // By code too: failures are often fast (or slow) and would skew the successes.
+        &["method", "code"],
     )?;
     let http_requests = IntCounterVec::new(
         Opts::new(
@@ -40,9 +44,12 @@ fn build() -> Result<Metrics, prometheus::Error> {
         &["method", "route", "status"],
     )?;
     let http_latency = HistogramVec::new(
-        HistogramOpts::new("http_request_duration_seconds", "REST request latency")
-            .buckets(LATENCY_BUCKETS.to_vec()),
-        &["method", "route"],
+        HistogramOpts::new(
+            "http_request_duration_seconds",
+            "REST request latency, by route and status",
+        )
+        .buckets(LATENCY_BUCKETS.to_vec()),
+        &["method", "route", "status"],
     )?;
     registry.register(Box::new(grpc_requests.clone()))?;
     registry.register(Box::new(grpc_latency.clone()))?;

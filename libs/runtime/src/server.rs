@@ -117,7 +117,8 @@ impl GrpcServer {
         };
         // Small gRPC frames must not wait for Nagle's algorithm and the peer's delayed ACK
         // (about 40 ms per call); tonic sets this only on listeners it binds itself.
-        let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+        let incoming =
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
         let server = tonic::transport::Server::builder()
             .trace_fn(|request| {
                 let span = tracing::info_span!(
@@ -216,7 +217,7 @@ where
             if let Some(m) = metrics::global() {
                 m.grpc_requests.with_label_values(&[&method, &code]).inc();
                 m.grpc_latency
-                    .with_label_values(&[&method])
+                    .with_label_values(&[&method, &code])
                     .observe(started.elapsed().as_secs_f64());
             }
             result

@@ -58,6 +58,14 @@ pub enum DbError {
         source: MigrateError,
     },
 
+    /// The operation does not exist for this engine.
+    #[error("{what} is not supported on {backend}: {instead}")]
+    Unsupported {
+        what: &'static str,
+        backend: Backend,
+        instead: &'static str,
+    },
+
     /// A query failed (ping, test-database administration).
     #[error("{what} failed on the {backend} database")]
     Query {
@@ -217,6 +225,36 @@ impl Database {
             backend: self.backend(),
             source,
         })
+    }
+
+    /// Writes a consistent copy of this SQLite database to the new file `dest` with
+    /// `VACUUM INTO`: it reads inside one transaction, so the copy is one committed state
+    /// and, in WAL mode, writers carry on meanwhile. Postgres has `pg_dump` for this.
+    #[tracing::instrument(skip_all, fields(backend = %self.backend()))]
+    pub async fn snapshot_into(&self, dest: &std::path::Path) -> Result<(), DbError> {
+        match self {
+            Database::Sqlite(pool) => {
+                let target = dest.to_str().ok_or_else(|| DbError::Io {
+                    path: dest.display().to_string(),
+                    source: std::io::Error::other("the path is not UTF-8"),
+                })?;
+                sqlx::query("VACUUM INTO ?")
+                    .bind(target)
+                    .execute(pool)
+                    .await
+                    .map(drop)
+                    .map_err(|source| DbError::Query {
+                        what: "VACUUM INTO",
+                        backend: Backend::Sqlite,
+                        source,
+                    })
+            }
+            Database::Postgres(_) => Err(DbError::Unsupported {
+                what: "snapshot_into",
+                backend: Backend::Postgres,
+                instead: "use pg_dump or the provider's point-in-time recovery",
+            }),
+        }
     }
 
     /// Close every connection, waiting for checked-out ones to come back.

@@ -74,6 +74,48 @@ pub async fn drop_test_database(admin_url: &str, database_url: &str) -> Result<(
     })
 }
 
+/// Cuts a database made by [`create_test_database`] off (`allow = false`: no new
+/// connections, existing sessions terminated) or lets it be reached again (`allow = true`),
+/// as an outage of the database would. For readiness tests.
+pub async fn set_database_reachable(
+    admin_url: &str,
+    database_url: &str,
+    allow: bool,
+) -> Result<(), DbError> {
+    let (_, redacted) = parse_admin_url(admin_url)?;
+    let (target, _) = parse_admin_url(database_url)?;
+    let name = target.path().trim_start_matches('/').to_owned();
+    if name.is_empty() || !name.bytes().all(is_name_byte) {
+        return Err(DbError::InvalidUrl {
+            url_redacted: redact_url(database_url).text,
+            reason: "not a database made by create_test_database".into(),
+        });
+    }
+    let mut admin = PgConnection::connect(admin_url)
+        .await
+        .map_err(|source| DbError::Connect {
+            backend: Backend::Postgres,
+            url_redacted: redacted,
+            source,
+        })?;
+    // `name` is made of [a-z0-9_] only, so quoting it is enough.
+    let mut sql = format!("ALTER DATABASE \"{name}\" ALLOW_CONNECTIONS {allow};");
+    if !allow {
+        sql.push_str(&format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}';"
+        ));
+    }
+    let changed = sqlx::raw_sql(&sql).execute(&mut admin).await;
+    if let Err(e) = admin.close().await {
+        tracing::warn!(error = %e, "closing the admin connection failed");
+    }
+    changed.map(drop).map_err(|source| DbError::Query {
+        what: "ALTER DATABASE ALLOW_CONNECTIONS",
+        backend: Backend::Postgres,
+        source,
+    })
+}
+
 fn parse_admin_url(admin_url: &str) -> Result<(url::Url, String), DbError> {
     let redacted = redact_url(admin_url);
     let invalid = |reason: String| DbError::InvalidUrl {

@@ -1,12 +1,18 @@
-//! Whole Noema clusters inside one test process, on `127.0.0.1:0` ports and temporary
-//! directories: all-in-one (one node runs everything) or split (one node per service
-//! plus a gateway node, wired only by config), on SQLite + files or on the Postgres and
+//! Whole Noema clusters for tests, on `127.0.0.1:0` ports and temporary directories:
+//! all-in-one (one in-process node runs everything), split (one in-process node per
+//! service plus a gateway node, wired only by config) or processes (every role as its
+//! own `noema serve <role>` OS process), on SQLite + files or on the Postgres and
 //! S3-compatible server that `scripts/test` provides.
+
+mod processes;
+
+pub use noema::Role;
+pub use processes::{NOEMA_BIN_ENV, noema_bin};
 
 use std::fmt;
 use std::net::SocketAddr;
 
-use noema::{Node, NodeError, Role};
+use noema::{Node, NodeError};
 use noema_proto::identity::v1::IssueTokenRequest;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
@@ -38,6 +44,9 @@ pub enum Backend {
 pub enum Shape {
     AllInOne,
     Split,
+    /// Every role (identity, ledger, gateway) as its own `noema serve <role>` process
+    /// of the built binary ([`noema_bin`]), killed when the cluster is dropped.
+    Processes,
 }
 
 impl fmt::Display for Backend {
@@ -66,6 +75,12 @@ pub enum ClusterError {
     Io(#[from] std::io::Error),
     #[error("connect: {0}")]
     Connect(#[from] tonic::transport::Error),
+    #[error("the noema binary: {0}")]
+    MissingBinary(String),
+    #[error("process: {0}")]
+    Process(String),
+    #[error("{0}")]
+    Shape(String),
 }
 
 /// A running cluster. Dropping it stops every node; [`TestCluster::shutdown`] also waits.
@@ -81,8 +96,12 @@ pub struct TestCluster {
     /// The owner (superuser) token.
     pub owner_token: String,
     nodes: Vec<Node>,
+    /// Processes shape: identity, ledger, gateway, in start order.
+    processes: Vec<processes::ServiceProcess>,
+    /// The configuration the cluster was built from (storage URLs included).
+    config: NoemaConfig,
     shutdown: CancellationToken,
-    _data_dir: TempDir,
+    data_dir: TempDir,
 }
 
 fn require_env(name: &'static str) -> Result<String, ClusterError> {
@@ -149,14 +168,19 @@ impl TestCluster {
                 with_fresh_prefix(&s3_url, "ledger"),
             );
         }
+        let mut shared = toml::Table::new();
         for (key, literal) in settings {
             let mut table: toml::Table = toml::from_str(&format!("value = {literal}"))
                 .map_err(|e| ClusterError::Io(std::io::Error::other(format!("{key}: {e}"))))?;
             let value = table.remove("value").unwrap_or(toml::Value::Boolean(false));
+            insert_dotted(&mut shared, key, value.clone())?;
             loader = loader.set(key, value);
         }
         let config = loader.load()?;
         let shutdown = CancellationToken::new();
+        if shape == Shape::Processes {
+            return Self::start_processes(backend, config, &shared, owner_token, data_dir).await;
+        }
 
         let nodes = match shape {
             Shape::AllInOne => {
@@ -173,10 +197,15 @@ impl TestCluster {
                 let gateway = Node::start(&wired, &[Role::Gateway], shutdown.child_token()).await?;
                 vec![identity, ledger, gateway]
             }
+            Shape::Processes => {
+                return Err(ClusterError::Shape(
+                    "the processes shape starts through start_processes".into(),
+                ));
+            }
         };
         let (identity_node, ledger_node) = match shape {
-            Shape::AllInOne => (&nodes[0], &nodes[0]),
             Shape::Split => (&nodes[0], &nodes[1]),
+            Shape::AllInOne | Shape::Processes => (&nodes[0], &nodes[0]),
         };
         let http = nodes.iter().find_map(|n| n.http_addr);
         Ok(TestCluster {
@@ -187,9 +216,185 @@ impl TestCluster {
             identity_endpoint: format!("http://{}", bound(identity_node.grpc_addr)?),
             owner_token,
             nodes,
+            processes: Vec::new(),
+            config,
             shutdown,
-            _data_dir: data_dir,
+            data_dir,
         })
+    }
+
+    /// The processes shape: identity, then ledger (pointing at identity), then the gateway
+    /// (pointing at both). Each process gets only its own settings, as its pod would.
+    async fn start_processes(
+        backend: Backend,
+        config: NoemaConfig,
+        shared: &toml::Table,
+        owner_token: String,
+        data_dir: TempDir,
+    ) -> Result<TestCluster, ClusterError> {
+        let bin = noema_bin()?;
+        let config_file = if shared.is_empty() {
+            None
+        } else {
+            let path = data_dir.path().join("shared-settings.toml");
+            let text = toml::to_string(shared)
+                .map_err(|e| ClusterError::Io(std::io::Error::other(e.to_string())))?;
+            std::fs::write(&path, text)?;
+            Some(path)
+        };
+        let common = |role: Role| -> Vec<(String, String)> {
+            let dir = data_dir.path().join(role.name());
+            vec![
+                ("NOEMA__SERVER__DATA_DIR".into(), dir.display().to_string()),
+                ("NOEMA__SERVER__SHUTDOWN_GRACE_SECS".into(), "5".into()),
+                (
+                    "NOEMA__AUTH__OWNER_TOKEN_SHA256".into(),
+                    config.auth.owner_token_sha256.clone(),
+                ),
+                // As the Helm chart names them, so traces tell the processes apart.
+                (
+                    "NOEMA__TELEMETRY__SERVICE_NAME".into(),
+                    format!("noema-{role}"),
+                ),
+            ]
+        };
+        let spec = |role: Role, mut env: Vec<(String, String)>| {
+            let mut all = common(role);
+            all.append(&mut env);
+            processes::ProcessSpec {
+                role,
+                bin: bin.clone(),
+                env: all,
+                config_file: config_file.clone(),
+                log: data_dir.path().join(format!("{role}.log")),
+            }
+        };
+        let start = |spec: processes::ProcessSpec| async move {
+            tokio::task::spawn_blocking(move || processes::ServiceProcess::start(spec, None))
+                .await
+                .map_err(|e| ClusterError::Process(e.to_string()))?
+        };
+        let grpc_url = |p: &processes::ServiceProcess| -> Result<String, ClusterError> {
+            Ok(format!("http://{}", bound(p.bound.grpc)?))
+        };
+
+        // Storage settings come from the in-process config (fresh Postgres databases and S3
+        // prefix, or the SQLite default under each process's own data dir).
+        let mut identity_env = Vec::new();
+        let mut ledger_env = Vec::new();
+        if backend == Backend::PostgresS3 {
+            identity_env.push((
+                "NOEMA__IDENTITY__DATABASE_URL".into(),
+                config.identity.database_url.clone(),
+            ));
+            ledger_env.push((
+                "NOEMA__LEDGER__DATABASE_URL".into(),
+                config.ledger.database_url.clone(),
+            ));
+            ledger_env.push((
+                "NOEMA__LEDGER__OBJECT_STORE_URL".into(),
+                config.ledger.object_store_url.clone(),
+            ));
+        }
+        let identity = start(spec(Role::Identity, identity_env)).await?;
+        let identity_endpoint = grpc_url(&identity)?;
+        ledger_env.push((
+            "NOEMA__ENDPOINTS__IDENTITY".into(),
+            identity_endpoint.clone(),
+        ));
+        let ledger = start(spec(Role::Ledger, ledger_env)).await?;
+        let ledger_endpoint = grpc_url(&ledger)?;
+        let gateway = start(spec(
+            Role::Gateway,
+            vec![
+                (
+                    "NOEMA__ENDPOINTS__IDENTITY".into(),
+                    identity_endpoint.clone(),
+                ),
+                ("NOEMA__ENDPOINTS__LEDGER".into(), ledger_endpoint.clone()),
+            ],
+        ))
+        .await?;
+        let rest_url = format!("http://{}", bound(gateway.bound.http)?);
+        Ok(TestCluster {
+            backend,
+            shape: Shape::Processes,
+            rest_url,
+            ledger_endpoint,
+            identity_endpoint,
+            owner_token,
+            nodes: Vec::new(),
+            processes: vec![identity, ledger, gateway],
+            config,
+            shutdown: CancellationToken::new(),
+            data_dir,
+        })
+    }
+
+    fn process_mut(&mut self, role: Role) -> Result<&mut processes::ServiceProcess, ClusterError> {
+        let shape = self.shape;
+        self.processes
+            .iter_mut()
+            .find(|p| p.spec.role == role)
+            .ok_or_else(|| {
+                ClusterError::Shape(format!(
+                    "a {shape:?} cluster has no {role} process; kill and restart need Shape::Processes"
+                ))
+            })
+    }
+
+    /// Processes shape: SIGKILLs `role`'s process (no drain, no flush) and waits until it
+    /// is gone. Its peers keep their configured endpoints and see it unreachable.
+    pub async fn kill(&mut self, role: Role) -> Result<(), ClusterError> {
+        // SIGKILL and reaping take milliseconds; not worth a blocking-pool hop.
+        self.process_mut(role)?.kill();
+        Ok(())
+    }
+
+    /// Processes shape: starts `role`'s process again (after [`TestCluster::kill`]) on the
+    /// same ports and storage, and waits until it has bound them.
+    pub async fn restart(&mut self, role: Role) -> Result<(), ClusterError> {
+        let process = self.process_mut(role)?;
+        if process.is_running() {
+            return Err(ClusterError::Shape(format!(
+                "the {role} process is still running; kill it first"
+            )));
+        }
+        let (spec, bound) = (process.spec.clone(), process.bound);
+        let restarted = tokio::task::spawn_blocking(move || {
+            processes::ServiceProcess::start(spec, Some(bound))
+        })
+        .await
+        .map_err(|e| ClusterError::Process(e.to_string()))??;
+        *process = restarted;
+        Ok(())
+    }
+
+    /// The configuration the cluster was built from: its storage URLs, for tests that
+    /// reach under the services (outages, corruption).
+    pub fn config(&self) -> &NoemaConfig {
+        &self.config
+    }
+
+    /// The cluster's temporary directory (in-process shapes: `server.data_dir`; processes
+    /// shape: one `<role>/` data dir per process and their logs).
+    pub fn data_dir(&self) -> &std::path::Path {
+        self.data_dir.path()
+    }
+
+    /// Processes shape: the logs (stderr) of every start of `role`'s process so far.
+    pub fn process_log(&self, role: Role) -> String {
+        std::fs::read_to_string(self.data_dir.path().join(format!("{role}.log")))
+            .unwrap_or_default()
+    }
+
+    /// Processes shape: where `role`'s process serves `/metrics`.
+    pub fn metrics_url(&self, role: Role) -> Option<String> {
+        self.processes
+            .iter()
+            .find(|p| p.spec.role == role)
+            .and_then(|p| p.bound.metrics)
+            .map(|a| format!("http://{a}/metrics"))
     }
 
     /// A gRPC client of the ledger whose calls carry `token`.
@@ -263,13 +468,25 @@ impl TestCluster {
         Ok(response.into_inner().token)
     }
 
-    /// Stops every node (NOT_SERVING, drain) and waits for them.
+    /// Stops every node (NOT_SERVING, drain) and waits for them. Processes get SIGTERM,
+    /// the gateway first, and must exit 0.
     pub async fn shutdown(mut self) -> Result<(), ClusterError> {
         self.shutdown.cancel();
         for node in self.nodes.drain(..) {
             node.wait().await?;
         }
-        Ok(())
+        let mut processes = std::mem::take(&mut self.processes);
+        tokio::task::spawn_blocking(move || {
+            let mut first_error = None;
+            while let Some(mut process) = processes.pop() {
+                if let Err(err) = process.terminate() {
+                    first_error.get_or_insert(err);
+                }
+            }
+            first_error.map_or(Ok(()), Err)
+        })
+        .await
+        .map_err(|e| ClusterError::Process(e.to_string()))?
     }
 }
 
@@ -308,6 +525,32 @@ impl Interceptor for BearerToken {
 pub type LedgerClient = LedgerServiceClient<InterceptedService<Channel, BearerToken>>;
 pub type IdentityClient = IdentityServiceClient<InterceptedService<Channel, BearerToken>>;
 
+/// Sets `a.b.c = value` in a nested TOML table.
+fn insert_dotted(
+    table: &mut toml::Table,
+    key: &str,
+    value: toml::Value,
+) -> Result<(), ClusterError> {
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().unwrap_or_default();
+    let mut current = table;
+    for part in parts {
+        let entry = current
+            .entry(part.to_owned())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        current = match entry {
+            toml::Value::Table(inner) => inner,
+            _ => {
+                return Err(ClusterError::Shape(format!(
+                    "setting {key}: {part} is not a table"
+                )));
+            }
+        };
+    }
+    current.insert(last.to_owned(), value);
+    Ok(())
+}
+
 fn bound(addr: Option<SocketAddr>) -> Result<SocketAddr, ClusterError> {
     addr.ok_or_else(|| ClusterError::Io(std::io::Error::other("node bound no address")))
 }
@@ -315,11 +558,28 @@ fn bound(addr: Option<SocketAddr>) -> Result<SocketAddr, ClusterError> {
 impl Drop for TestCluster {
     fn drop(&mut self) {
         self.shutdown.cancel();
+        // Processes are SIGKILLed by their own Drop: a failing test leaves nothing behind.
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
+    #[test]
+    fn dotted_settings_nest() {
+        let mut table = toml::Table::new();
+        super::insert_dotted(&mut table, "auth.cache_ttl_secs", toml::Value::Integer(2)).unwrap();
+        super::insert_dotted(
+            &mut table,
+            "auth.anonymous_scopes",
+            toml::Value::Array(vec![]),
+        )
+        .unwrap();
+        let text = toml::to_string(&table).unwrap();
+        assert!(text.contains("[auth]"), "{text}");
+        assert!(text.contains("cache_ttl_secs = 2"), "{text}");
+    }
+
     #[test]
     fn fresh_prefixes_keep_the_query() {
         let url = super::with_fresh_prefix("s3://b?endpoint=http://x:1&region=r", "ledger");

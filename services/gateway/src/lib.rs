@@ -168,11 +168,12 @@ async fn observe(request: Request, next: Next) -> Response {
     let status = response.status().as_u16();
     span.record("http.status_code", status);
     if let Some(m) = noema_runtime::metrics::global() {
+        let status = status.to_string();
         m.http_requests
-            .with_label_values(&[method.as_str(), &route, &status.to_string()])
+            .with_label_values(&[method.as_str(), &route, &status])
             .inc();
         m.http_latency
-            .with_label_values(&[method.as_str(), &route])
+            .with_label_values(&[method.as_str(), &route, &status])
             .observe(started.elapsed().as_secs_f64());
     }
     response

@@ -1,6 +1,7 @@
 //! The `noema` binary's library half: the roles a process can run and the node that
 //! starts them. Tests start clusters through the same [`node::Node`].
 
+pub mod backup;
 pub mod commands;
 pub mod node;
 pub mod role;

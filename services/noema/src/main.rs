@@ -54,6 +54,25 @@ enum Command {
         #[command(flatten)]
         flags: ServerFlags,
     },
+    /// Back up the embedded default while it runs: a consistent snapshot of each service
+    /// database (VACUUM INTO), the object tree and the owner token, with a manifest of
+    /// every file's SHA-256. Split deployments use pg_dump and S3 versioning instead.
+    Backup {
+        /// New (or empty) directory to write the backup into.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        #[command(flatten)]
+        flags: ServerFlags,
+    },
+    /// Restore a backup made by `noema backup` into an empty (or new) --data-dir, after
+    /// checking every file against the manifest. Then start `noema up` on it.
+    Restore {
+        /// The backup directory (with manifest.json).
+        #[arg(long, value_name = "DIR")]
+        from: PathBuf,
+        #[command(flatten)]
+        flags: ServerFlags,
+    },
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -160,6 +179,25 @@ fn finish(result: Result<(), CommandError>) -> ExitCode {
     }
 }
 
+fn report_backup(
+    result: Result<noema::backup::Manifest, noema::backup::BackupError>,
+    what: &str,
+    dir: &std::path::Path,
+) -> ExitCode {
+    match result {
+        Ok(manifest) => {
+            let bytes: u64 = manifest.files.iter().map(|f| f.size).sum();
+            say(&format!(
+                "{what} {} files ({bytes} bytes) to {}",
+                manifest.files.len(),
+                dir.display()
+            ));
+            ExitCode::SUCCESS
+        }
+        Err(err) => fail(&err),
+    }
+}
+
 fn load(
     config: Option<&PathBuf>,
     flags: &ServerFlags,
@@ -178,6 +216,22 @@ async fn main() -> ExitCode {
         Command::Migrate { services, flags } => {
             migrate(cli.config.as_ref(), &flags, &services).await
         }
+        Command::Backup { out, flags } => match load(cli.config.as_ref(), &flags) {
+            Ok(config) => report_backup(
+                noema::backup::backup(&config, &out).await,
+                "backed up",
+                &out,
+            ),
+            Err(err) => fail(&err),
+        },
+        Command::Restore { from, flags } => match load(cli.config.as_ref(), &flags) {
+            Ok(config) => report_backup(
+                noema::backup::restore(&config, &from).await,
+                "restored",
+                &config.server.data_dir,
+            ),
+            Err(err) => fail(&err),
+        },
         Command::Keygen(args) => finish(commands::ledger::keygen(&args)),
         Command::Status(client) => finish(commands::ledger::status(&client).await),
         Command::Stop { actor, client } => {
@@ -210,12 +264,22 @@ async fn run(config_file: Option<&PathBuf>, flags: &ServerFlags, roles: &[Role])
         Ok(config) => config,
         Err(err) => return fail(&err),
     };
-    let _telemetry = match telemetry::init(&config.telemetry) {
+    let telemetry = match telemetry::init(&config.telemetry) {
         Ok(guard) => guard,
         Err(err) => return fail(&err),
     };
+    let code = serve(&config, roles).await;
+    // Flush pending spans (the guard's drop) off the async workers: the OTLP channel is
+    // driven by this runtime, so blocking a worker on the flush could stall the flush.
+    if let Err(err) = tokio::task::spawn_blocking(move || drop(telemetry)).await {
+        let _ = writeln!(std::io::stderr(), "flushing telemetry failed: {err}");
+    }
+    code
+}
+
+async fn serve(config: &NoemaConfig, roles: &[Role]) -> ExitCode {
     let token = shutdown::on_signal();
-    let node = match Box::pin(Node::start(&config, roles, token)).await {
+    let node = match Box::pin(Node::start(config, roles, token)).await {
         Ok(node) => node,
         Err(err) => {
             tracing::error!(error = %noema_core::ErrorChain(&err), "start-up failed");
@@ -233,6 +297,10 @@ async fn run(config_file: Option<&PathBuf>, flags: &ServerFlags, roles: &[Role])
     }
     if let Some(addr) = node.grpc_addr {
         say(&format!("gRPC  {addr}"));
+    }
+    // Printed so that a metrics port of 0 (tests) can be read back like the others.
+    if let Some(addr) = node.metrics_addr {
+        say(&format!("metrics  http://{addr}/metrics"));
     }
     let names: Vec<&str> = roles.iter().map(|r| r.name()).collect();
     tracing::info!(services = ?names, "noema is serving; SIGTERM or Ctrl-C to stop");

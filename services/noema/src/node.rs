@@ -18,9 +18,6 @@ use tonic_health::server::HealthReporter;
 
 use crate::role::Role;
 
-/// How often a service re-checks its database and object store for readiness.
-const READINESS_INTERVAL: Duration = Duration::from_secs(5);
-
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     #[error(transparent)]
@@ -67,6 +64,8 @@ pub enum NodeError {
 pub struct Node {
     pub grpc_addr: Option<SocketAddr>,
     pub http_addr: Option<SocketAddr>,
+    /// Where this process serves `/metrics` on its own listener (`server.metrics_addr`).
+    pub metrics_addr: Option<SocketAddr>,
     /// The owner token, when this start created it (embedded default, first start only).
     pub created_owner_token: Option<String>,
     shutdown: CancellationToken,
@@ -150,10 +149,12 @@ impl Node {
                 readiness.push(Box::pin(add_service(&mut server, role, storage, &peers)).await?);
             }
             let health = server.health();
+            let interval = Duration::from_millis(config.server.readiness_interval_ms);
             for (name, probe) in readiness {
                 tasks.spawn(watch_readiness(
                     name,
                     probe,
+                    interval,
                     health.clone(),
                     shutdown.clone(),
                 ));
@@ -168,9 +169,11 @@ impl Node {
             });
         }
 
+        let mut metrics_addr = None;
         if !config.server.metrics_addr.is_empty() {
             let addr = parse_metrics_addr(&config.server.metrics_addr)?;
             let listener = bind("server.metrics_addr", addr).await?;
+            metrics_addr = listener.local_addr().ok();
             let token = shutdown.clone();
             tasks.spawn(async move {
                 noema_runtime::metrics::serve(listener, token)
@@ -213,6 +216,7 @@ impl Node {
         Ok(Node {
             grpc_addr,
             http_addr,
+            metrics_addr,
             created_owner_token,
             shutdown,
             tasks,
@@ -499,6 +503,7 @@ async fn write_secret_file(path: &std::path::Path, secret: &str) -> Result<(), N
 async fn watch_readiness(
     name: &'static str,
     probe: ReadinessProbe,
+    interval: Duration,
     health: HealthReporter,
     shutdown: CancellationToken,
 ) -> Result<(), NodeError> {
@@ -506,7 +511,7 @@ async fn watch_readiness(
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
-            () = tokio::time::sleep(READINESS_INTERVAL) => {}
+            () = tokio::time::sleep(interval) => {}
         }
         let ready = probe.ready().await;
         if ready != was_ready && !shutdown.is_cancelled() {

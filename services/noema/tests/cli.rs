@@ -648,3 +648,244 @@ async fn cli_diary_entry_sign_and_verify() {
     sigterm(&running.child);
     assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
 }
+
+/// `--log-format json`: every line `noema up` writes on stderr is one JSON object with a
+/// timestamp, a level and a message, from start-up to the drain after SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_are_one_object_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("noema.log");
+    let log_file = std::fs::File::create(&log).unwrap();
+    let mut child = noema()
+        .args(["up", "--log-format", "json", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log_file))
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let rest = loop {
+        let line = lines
+            .next()
+            .expect("noema up exited before printing its addresses")
+            .unwrap();
+        if let Some(url) = line.strip_prefix("REST  ") {
+            break url.to_owned();
+        }
+    };
+    let response = reqwest::get(format!("{rest}/healthz")).await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    sigterm(&child);
+    assert!(wait_exit(&mut child, Duration::from_secs(20)).success());
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut messages = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let value: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+        for field in ["timestamp", "level", "message"] {
+            assert!(value.get(field).is_some(), "no {field}: {line}");
+        }
+        messages.push(value["message"].as_str().unwrap_or_default().to_owned());
+    }
+    for expected in [
+        "noema is serving; SIGTERM or Ctrl-C to stop",
+        "stopped cleanly",
+    ] {
+        assert!(
+            messages.iter().any(|m| m == expected),
+            "{expected:?} not logged: {messages:?}"
+        );
+    }
+}
+
+/// `noema backup` while `noema up` serves, then `noema restore` into a new data dir and
+/// `noema up` on it: everything written before the backup is there, the owner token
+/// still works, reconcile and the audit chain are clean. Restore refuses a non-empty data
+/// dir and a damaged backup (before writing anything).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_while_running_then_restore_into_a_new_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("noema.log");
+    let data = dir.path().join("data");
+    let mut running = start_up(&data, &log);
+    let token = std::fs::read_to_string(data.join("owner.token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let http = reqwest::Client::new();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let r = noema_client::ledger::canonical_request(
+            format!("{{\"backup\":{i}}}").into_bytes(),
+            "observation",
+            "application/json",
+            "backup:test",
+            time::OffsetDateTime::now_utc(),
+        );
+        let body = serde_json::json!({
+            "schema_version": r.schema_version, "id": r.id, "object_type": r.object_type,
+            "content_type": r.content_type, "size_bytes": r.size_bytes,
+            "created_at": r.created_at, "created_by": r.created_by,
+            "storage_path": r.storage_path,
+            "payload": data_encoding::BASE64.encode(&r.payload),
+        });
+        let response = http
+            .post(format!("{}/canonical", running.rest))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 201);
+        ids.push(r.id);
+    }
+    let endpoint = format!("http://{}", running.grpc);
+    let key = dir.path().join("agent.key");
+    assert!(
+        run(noema().args(["keygen", "--out", key.to_str().unwrap()]))
+            .status
+            .success()
+    );
+    let out = run(noema()
+        .args([
+            "reference",
+            "emit",
+            "--canonical",
+            &ids[0],
+            "--agent",
+            "agent:backup",
+        ])
+        .args(["--context", "kept", "--key-file", key.to_str().unwrap()])
+        .args(["--endpoint", &endpoint, "--token", &token]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // Backup while serving.
+    let backup = dir.path().join("backup");
+    let data_arg = ["--data-dir", data.to_str().unwrap()];
+    let out = run(noema()
+        .args(["backup", "--out", backup.to_str().unwrap()])
+        .args(data_arg));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("backed up"),
+        "{}",
+        text(&out.stdout)
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(backup.join("manifest.json")).unwrap()).unwrap();
+    let paths: Vec<&str> = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    for expected in [
+        "databases/identity.db",
+        "databases/ledger.db",
+        "owner.token",
+    ] {
+        assert!(paths.contains(&expected), "{expected} not in {paths:?}");
+    }
+    assert!(
+        paths.iter().filter(|p| p.starts_with("objects/")).count() >= 3,
+        "{paths:?}"
+    );
+    // Not into a backup that exists.
+    let out = run(noema()
+        .args(["backup", "--out", backup.to_str().unwrap()])
+        .args(data_arg));
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("not empty"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Restore refuses a live (non-empty) data dir.
+    let out = run(noema()
+        .args(["restore", "--from", backup.to_str().unwrap()])
+        .args(data_arg));
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("not empty"),
+        "{}",
+        text(&out.stderr)
+    );
+    // … and a damaged backup, before writing anything.
+    let damaged = dir.path().join("damaged");
+    assert!(
+        Command::new("cp")
+            .args(["-a", backup.to_str().unwrap(), damaged.to_str().unwrap()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let object = paths.iter().find(|p| p.starts_with("objects/")).unwrap();
+    std::fs::write(damaged.join(object), b"tampered").unwrap();
+    let nowhere = dir.path().join("nowhere");
+    let out = run(noema()
+        .args(["restore", "--from", damaged.to_str().unwrap()])
+        .args(["--data-dir", nowhere.to_str().unwrap()]));
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("damaged"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!nowhere.exists(), "a refused restore wrote nothing");
+
+    sigterm(&running.child);
+    assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
+
+    let restored = dir.path().join("restored");
+    let out = run(noema()
+        .args(["restore", "--from", backup.to_str().unwrap()])
+        .args(["--data-dir", restored.to_str().unwrap()]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut again = start_up(&restored, &log);
+    assert!(
+        !again.banner.contains("noema_"),
+        "the owner token came back with the backup: {}",
+        again.banner
+    );
+    for id in &ids {
+        let response = http
+            .get(format!("{}/canonicals/{id}/payload", again.rest))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{id} was not restored");
+    }
+    let references: serde_json::Value = http
+        .get(format!("{}/references", again.rest))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(references.as_array().unwrap().len(), 1, "{references}");
+    let endpoint = format!("http://{}", again.grpc);
+    for args in [
+        &["ledger", "reconcile"][..],
+        &["ledger", "verify-audit"],
+        &["ledger", "verify-audit", "--service", "identity"],
+    ] {
+        let out = run(noema()
+            .args(args)
+            .args(["--endpoint", &endpoint, "--token", &token]));
+        assert!(
+            out.status.success(),
+            "{args:?}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+    sigterm(&again.child);
+    assert!(wait_exit(&mut again.child, Duration::from_secs(20)).success());
+}

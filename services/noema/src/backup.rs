@@ -1,0 +1,452 @@
+//! `noema backup` / `noema restore` for the embedded default (SQLite + local files).
+//!
+//! A backup is a directory: a consistent snapshot of each service database (`VACUUM INTO`,
+//! taken while Noema runs), a copy of the object tree, the owner token, and
+//! `manifest.json` with the size and SHA-256 of every file. Databases are snapshotted
+//! *before* objects are copied: objects are written before the rows that name them and
+//! never deleted, so every row in a snapshot finds its bytes in the copy. Objects written
+//! while the backup runs may come along without a row — orphans, which reconcile lists and
+//! which harm nothing.
+//!
+//! Restore checks the whole manifest first, then copies into a data directory that must be
+//! empty or absent: it never merges into, or overwrites, live data.
+
+use std::io::{Read, Write};
+use std::path::{Component, Path, PathBuf};
+
+use noema_runtime::NoemaConfig;
+use noema_store::{Database, DbOptions};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::role::Role;
+
+pub const MANIFEST: &str = "manifest.json";
+const FORMAT: u32 = 1;
+const DATABASES: &str = "databases";
+const OBJECTS: &str = "objects";
+const OWNER_TOKEN: &str = "owner.token";
+/// The file object store's directory of in-flight writes: never part of a backup.
+const STORE_TMP: &str = "tmp";
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    #[error(
+        "{setting} is a {scheme} URL: noema backup/restore cover the embedded default (sqlite:// and \
+         file://); back up Postgres with pg_dump and S3 with bucket versioning (docs/deploy.md)"
+    )]
+    NotEmbedded { setting: String, scheme: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{service} database: {source}")]
+    Database {
+        service: &'static str,
+        source: noema_store::DbError,
+    },
+    #[error("{0} has no database: is it the data directory of a Noema that has started?")]
+    NoDatabase(PathBuf),
+    #[error("{0} exists and is not empty: back up into a new directory")]
+    OutputNotEmpty(PathBuf),
+    #[error("{0} exists and is not empty: restore only into an empty or new data directory")]
+    TargetNotEmpty(PathBuf),
+    #[error("{path}: {reason}")]
+    Manifest { path: PathBuf, reason: String },
+    #[error("the backup is damaged: {path}: {reason}")]
+    Damaged { path: String, reason: String },
+    #[error("a backup task failed: {0}")]
+    Task(String),
+}
+
+/// What `manifest.json` records.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub format: u32,
+    pub noema_version: String,
+    /// Unix seconds when the snapshot was taken.
+    pub created_unix: u64,
+    pub files: Vec<FileEntry>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileEntry {
+    /// Relative to the backup directory, `/`-separated.
+    pub path: String,
+    pub size: u64,
+    /// Lowercase hex.
+    pub sha256: String,
+}
+
+/// Where the embedded default keeps one service's files, from the configuration.
+struct Layout {
+    databases: Vec<(Role, PathBuf)>,
+    objects: PathBuf,
+    owner_token: PathBuf,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BackupError + '_ {
+    move |source| BackupError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn layout(config: &NoemaConfig) -> Result<Layout, BackupError> {
+    let mut databases = Vec::new();
+    for role in [Role::Identity, Role::Ledger] {
+        let url = match role {
+            Role::Identity => config.identity_database_url(),
+            _ => config.ledger_database_url(),
+        };
+        let path = url
+            .strip_prefix("sqlite://")
+            .map(|rest| rest.split('?').next().unwrap_or(rest))
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| BackupError::NotEmbedded {
+                setting: format!("{role}.database_url"),
+                scheme: scheme(&url),
+            })?;
+        databases.push((role, PathBuf::from(path)));
+    }
+    let url = config.ledger_object_store_url();
+    let objects = url
+        .strip_prefix("file://")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .ok_or_else(|| BackupError::NotEmbedded {
+            setting: "ledger.object_store_url".into(),
+            scheme: scheme(&url),
+        })?;
+    Ok(Layout {
+        databases,
+        objects,
+        owner_token: config.owner_token_path(),
+    })
+}
+
+/// Only the scheme of a URL goes into messages: the rest may hold a password.
+fn scheme(url: &str) -> String {
+    url.split_once(':')
+        .map_or_else(|| "non-URL".to_owned(), |(s, _)| format!("{s}:"))
+}
+
+fn is_empty_dir(path: &Path) -> Result<bool, BackupError> {
+    match std::fs::read_dir(path) {
+        Ok(mut entries) => Ok(entries.next().is_none()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(err) => Err(io_err(path)(err)),
+    }
+}
+
+/// Copies `from` to the new file `to` (mode `mode`), fsyncs it, and returns its entry.
+fn copy_hashed(from: &Path, to: &Path, mode: u32, name: &str) -> Result<FileEntry, BackupError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    }
+    let mut input = std::fs::File::open(from).map_err(io_err(from))?;
+    let mut output = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(to)
+        .map_err(io_err(to))?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = input.read(&mut buffer).map_err(io_err(from))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        output.write_all(&buffer[..n]).map_err(io_err(to))?;
+        size += n as u64;
+    }
+    output.sync_all().map_err(io_err(to))?;
+    Ok(FileEntry {
+        path: name.to_owned(),
+        size,
+        sha256: hex(&hasher.finalize()),
+    })
+}
+
+fn hash_file(path: &Path) -> Result<(u64, String), BackupError> {
+    let mut input = std::fs::File::open(path).map_err(io_err(path))?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = input.read(&mut buffer).map_err(io_err(path))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        size += n as u64;
+    }
+    Ok((size, hex(&hasher.finalize())))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    data_encoding::HEXLOWER.encode(bytes)
+}
+
+/// Every regular file under `root`, as `/`-separated paths relative to it, skipping the
+/// store's in-flight directory.
+fn walk(root: &Path) -> Result<Vec<String>, BackupError> {
+    let mut out = Vec::new();
+    let mut pending = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, prefix)) = pending.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound && prefix.is_empty() => {
+                return Ok(out);
+            }
+            Err(err) => return Err(io_err(&dir)(err)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(io_err(&dir))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let relative = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let kind = entry.file_type().map_err(io_err(&entry.path()))?;
+            if kind.is_dir() {
+                if !(prefix.is_empty() && name == STORE_TMP) {
+                    pending.push((entry.path(), relative));
+                }
+            } else if kind.is_file() {
+                out.push(relative);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn fsync_dir(path: &Path) -> Result<(), BackupError> {
+    std::fs::File::open(path)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(path))
+}
+
+/// Writes a backup of the embedded default described by `config` into `out` (new or
+/// empty), while Noema may be running. Returns the manifest written.
+pub async fn backup(config: &NoemaConfig, out: &Path) -> Result<Manifest, BackupError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let layout = layout(config)?;
+    for (_, path) in &layout.databases {
+        if !path.is_file() {
+            return Err(BackupError::NoDatabase(path.clone()));
+        }
+    }
+    if !is_empty_dir(out)? {
+        return Err(BackupError::OutputNotEmpty(out.to_path_buf()));
+    }
+    // The backup holds the owner token and every object: owner-only, like the data dir.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(out.join(DATABASES))
+        .map_err(io_err(out))?;
+    let created_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+
+    let mut files = Vec::new();
+    for (role, path) in &layout.databases {
+        let service = role.name();
+        let name = format!("{DATABASES}/{service}.db");
+        let dest = out.join(&name);
+        let url = format!("sqlite://{}", path.display());
+        let options = DbOptions {
+            max_connections: 1,
+            ..DbOptions::default()
+        };
+        let db = Database::connect_with(&url, &options)
+            .await
+            .map_err(|source| BackupError::Database { service, source })?;
+        let snapshot = db.snapshot_into(&dest).await;
+        db.close().await;
+        snapshot.map_err(|source| BackupError::Database { service, source })?;
+        let (size, sha256) = blocking(move || hash_file(&dest)).await?;
+        files.push(FileEntry {
+            path: name,
+            size,
+            sha256,
+        });
+    }
+    let (objects, token, out_dir) = (
+        layout.objects.clone(),
+        layout.owner_token.clone(),
+        out.to_path_buf(),
+    );
+    let mut copied = blocking(move || {
+        let mut copied = Vec::new();
+        for relative in walk(&objects)? {
+            let name = format!("{OBJECTS}/{relative}");
+            copied.push(copy_hashed(
+                &objects.join(&relative),
+                &out_dir.join(&name),
+                0o600,
+                &name,
+            )?);
+        }
+        if token.is_file() {
+            copied.push(copy_hashed(
+                &token,
+                &out_dir.join(OWNER_TOKEN),
+                0o600,
+                OWNER_TOKEN,
+            )?);
+        }
+        Ok(copied)
+    })
+    .await?;
+    files.append(&mut copied);
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let manifest = Manifest {
+        format: FORMAT,
+        noema_version: env!("CARGO_PKG_VERSION").to_owned(),
+        created_unix,
+        files,
+    };
+    let text = serde_json::to_vec_pretty(&manifest).map_err(|e| BackupError::Manifest {
+        path: out.join(MANIFEST),
+        reason: e.to_string(),
+    })?;
+    let out_dir = out.to_path_buf();
+    blocking(move || {
+        // The manifest last: a backup without one is visibly incomplete.
+        let path = out_dir.join(MANIFEST);
+        let mut file = std::fs::File::create_new(&path).map_err(io_err(&path))?;
+        file.write_all(&text).map_err(io_err(&path))?;
+        file.sync_all().map_err(io_err(&path))?;
+        fsync_dir(&out_dir)
+    })
+    .await?;
+    Ok(manifest)
+}
+
+/// A manifest path that stays inside the backup: relative, no `..`.
+fn safe_relative(path: &str) -> Option<PathBuf> {
+    let candidate = Path::new(path);
+    candidate
+        .components()
+        .all(|c| matches!(c, Component::Normal(_)))
+        .then(|| candidate.to_path_buf())
+}
+
+/// Reads `from`'s manifest and checks every file it lists (size and SHA-256).
+pub fn verify(from: &Path) -> Result<Manifest, BackupError> {
+    let path = from.join(MANIFEST);
+    let text = std::fs::read(&path).map_err(io_err(&path))?;
+    let manifest: Manifest = serde_json::from_slice(&text).map_err(|e| BackupError::Manifest {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    if manifest.format != FORMAT {
+        return Err(BackupError::Manifest {
+            path,
+            reason: format!(
+                "format {} is not supported (this noema reads {FORMAT})",
+                manifest.format
+            ),
+        });
+    }
+    for entry in &manifest.files {
+        let damaged = |reason: String| BackupError::Damaged {
+            path: entry.path.clone(),
+            reason,
+        };
+        let relative = safe_relative(&entry.path)
+            .ok_or_else(|| damaged("the path leaves the backup directory".into()))?;
+        let (size, sha256) = hash_file(&from.join(relative))?;
+        if size != entry.size || sha256 != entry.sha256 {
+            return Err(damaged(format!(
+                "expected {} bytes with sha256 {}, found {size} bytes with sha256 {sha256}",
+                entry.size, entry.sha256
+            )));
+        }
+    }
+    Ok(manifest)
+}
+
+/// Restores the backup in `from` into the embedded default described by `config`, whose
+/// data directory must be empty or absent. Everything is verified before anything is
+/// written.
+pub async fn restore(config: &NoemaConfig, from: &Path) -> Result<Manifest, BackupError> {
+    let layout = layout(config)?;
+    let data_dir = config.server.data_dir.clone();
+    let from = from.to_path_buf();
+    blocking(move || {
+        let manifest = verify(&from)?;
+        for target in layout.databases.iter().map(|(_, p)| p).chain([
+            &layout.objects,
+            &layout.owner_token,
+            &data_dir,
+        ]) {
+            let occupied = if target.is_dir() {
+                !is_empty_dir(target)?
+            } else {
+                target.exists()
+            };
+            if occupied {
+                return Err(BackupError::TargetNotEmpty(target.clone()));
+            }
+        }
+        std::fs::create_dir_all(&data_dir).map_err(io_err(&data_dir))?;
+        for entry in &manifest.files {
+            let source = from.join(safe_relative(&entry.path).unwrap_or_default());
+            let dest = if let Some(service) = entry
+                .path
+                .strip_prefix(&format!("{DATABASES}/"))
+                .and_then(|n| n.strip_suffix(".db"))
+            {
+                match layout.databases.iter().find(|(r, _)| r.name() == service) {
+                    Some((_, path)) => path.clone(),
+                    None => {
+                        return Err(BackupError::Damaged {
+                            path: entry.path.clone(),
+                            reason: "no such service".into(),
+                        });
+                    }
+                }
+            } else if let Some(relative) = entry.path.strip_prefix(&format!("{OBJECTS}/")) {
+                layout.objects.join(relative)
+            } else if entry.path == OWNER_TOKEN {
+                layout.owner_token.clone()
+            } else {
+                return Err(BackupError::Damaged {
+                    path: entry.path.clone(),
+                    reason: "not a file a backup holds".into(),
+                });
+            };
+            let copied = copy_hashed(&source, &dest, 0o600, &entry.path)?;
+            // Verified above; checked again because the backup could change underneath.
+            if copied.sha256 != entry.sha256 {
+                return Err(BackupError::Damaged {
+                    path: entry.path.clone(),
+                    reason: "changed while it was being restored".into(),
+                });
+            }
+        }
+        fsync_dir(&data_dir)?;
+        Ok(manifest)
+    })
+    .await
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, BackupError> + Send + 'static,
+) -> Result<T, BackupError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| BackupError::Task(e.to_string()))?
+}
