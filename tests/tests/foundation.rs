@@ -303,3 +303,42 @@ async fn services_serve_metrics_on_their_own_port() {
     );
     cluster.shutdown().await.unwrap();
 }
+
+/// Object-store calls and database pools show up in a service's metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_metrics_are_exported() {
+    let cluster = noema_e2e::TestCluster::start_with(
+        noema_e2e::Backend::Sqlite,
+        noema_e2e::Shape::AllInOne,
+        &[("server.readiness_interval_ms", "100")],
+    )
+    .await
+    .unwrap();
+    let mut ledger = cluster.ledger().await.unwrap();
+    ledger
+        .put_canonical(noema_client::ledger::canonical_request(
+            b"{\"metrics\":1}".to_vec(),
+            "observation",
+            "application/json",
+            "metrics:test",
+            time::OffsetDateTime::now_utc(),
+        ))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let text = owner(&cluster)
+        .get(format!("{}/metrics", cluster.rest_url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("noema_object_store_requests_total{op=\"put\",outcome=\"ok\",service=\"ledger\"}"),
+        "{text}"
+    );
+    assert!(text.contains("noema_object_store_request_duration_seconds_bucket"), "{text}");
+    assert!(text.contains("noema_db_pool_connections{service=\"ledger\",state=\"idle\"}"), "{text}");
+    cluster.shutdown().await.unwrap();
+}

@@ -3,7 +3,7 @@
 use std::sync::OnceLock;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 pub struct Metrics {
@@ -12,6 +12,9 @@ pub struct Metrics {
     pub grpc_latency: HistogramVec,
     pub http_requests: IntCounterVec,
     pub http_latency: HistogramVec,
+    pub object_store_requests: IntCounterVec,
+    pub object_store_latency: HistogramVec,
+    pub db_pool_connections: IntGaugeVec,
 }
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -51,6 +54,31 @@ fn build() -> Result<Metrics, prometheus::Error> {
         .buckets(LATENCY_BUCKETS.to_vec()),
         &["method", "route", "status"],
     )?;
+    let object_store_requests = IntCounterVec::new(
+        Opts::new(
+            "object_store_requests_total",
+            "Object store calls, by service, operation and outcome",
+        ),
+        &["service", "op", "outcome"],
+    )?;
+    let object_store_latency = HistogramVec::new(
+        HistogramOpts::new(
+            "object_store_request_duration_seconds",
+            "Object store call latency, by service and operation",
+        )
+        .buckets(LATENCY_BUCKETS.to_vec()),
+        &["service", "op"],
+    )?;
+    let db_pool_connections = IntGaugeVec::new(
+        Opts::new(
+            "db_pool_connections",
+            "Database pool connections, by service and state (idle or in_use)",
+        ),
+        &["service", "state"],
+    )?;
+    registry.register(Box::new(object_store_requests.clone()))?;
+    registry.register(Box::new(object_store_latency.clone()))?;
+    registry.register(Box::new(db_pool_connections.clone()))?;
     registry.register(Box::new(grpc_requests.clone()))?;
     registry.register(Box::new(grpc_latency.clone()))?;
     registry.register(Box::new(http_requests.clone()))?;
@@ -61,6 +89,9 @@ fn build() -> Result<Metrics, prometheus::Error> {
         grpc_latency,
         http_requests,
         http_latency,
+        object_store_requests,
+        object_store_latency,
+        db_pool_connections,
     })
 }
 

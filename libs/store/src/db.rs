@@ -205,6 +205,14 @@ impl Database {
         }
     }
 
+    /// `(open connections, idle connections)` of the pool, for metrics.
+    pub fn pool_stats(&self) -> (u32, usize) {
+        match self {
+            Database::Sqlite(pool) => (pool.size(), pool.num_idle()),
+            Database::Postgres(pool) => (pool.size(), pool.num_idle()),
+        }
+    }
+
     /// The engine behind this pool.
     pub fn backend(&self) -> Backend {
         match self {

@@ -3,6 +3,7 @@
 
 pub mod backup;
 pub mod commands;
+pub mod instrumented;
 pub mod node;
 pub mod role;
 

@@ -357,16 +357,18 @@ async fn open_storage(role: Role, config: &NoemaConfig) -> Result<Storage, NodeE
         reason: "it is not a gRPC service".into(),
     })?;
     let db = open_database(&spec).await?;
-    let objects =
-        match &spec.object_store_url {
-            Some(url) => Some(noema_store::object::open(url).await.map_err(|source| {
-                NodeError::ObjectStore {
+    let objects = match &spec.object_store_url {
+        Some(url) => Some(crate::instrumented::InstrumentedObjectStore::wrap(
+            noema_store::object::open(url)
+                .await
+                .map_err(|source| NodeError::ObjectStore {
                     setting: format!("{}.object_store_url", spec.section),
                     source,
-                }
-            })?),
-            None => None,
-        };
+                })?,
+            spec.section,
+        )),
+        None => None,
+    };
     Ok(Storage { db, objects })
 }
 
@@ -500,6 +502,22 @@ async fn write_secret_file(path: &std::path::Path, secret: &str) -> Result<(), N
 }
 
 /// Reports the service NOT_SERVING while its storage is unreachable, SERVING when it is back.
+/// Publishes the pool's connection counts, labelled with the service's short name
+/// (`noema.ledger.v1.LedgerService` → `ledger`).
+fn record_pool(service: &str, db: &Database) {
+    let short = service.split('.').nth(1).unwrap_or(service);
+    let (open, idle) = db.pool_stats();
+    if let Some(m) = noema_runtime::metrics::global() {
+        let idle = i64::try_from(idle).unwrap_or(i64::MAX);
+        m.db_pool_connections
+            .with_label_values(&[short, "idle"])
+            .set(idle);
+        m.db_pool_connections
+            .with_label_values(&[short, "in_use"])
+            .set(i64::from(open).saturating_sub(idle));
+    }
+}
+
 async fn watch_readiness(
     name: &'static str,
     probe: ReadinessProbe,
@@ -513,6 +531,7 @@ async fn watch_readiness(
             () = shutdown.cancelled() => return Ok(()),
             () = tokio::time::sleep(interval) => {}
         }
+        record_pool(name, &probe.db);
         let ready = probe.ready().await;
         if ready != was_ready && !shutdown.is_cancelled() {
             let status = if ready {

@@ -4,6 +4,7 @@
 //! is written once (both accept `$n` placeholders) while sqlx still sees concrete types.
 
 use noema_store::Database;
+use std::sync::Arc;
 use time::OffsetDateTime;
 
 use crate::domain::canonical::CanonicalObject;
@@ -69,6 +70,10 @@ pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
 #[derive(Debug, Clone)]
 pub struct LedgerStore {
     db: Database,
+    /// SQLite allows one writer per file. Queueing this process's writers here, fairly and
+    /// without sleeping, replaces SQLite's busy handler, which backs off in sleeps of up
+    /// to 100 ms when writers collide on the file lock. Postgres needs no gate.
+    sqlite_writer: Arc<tokio::sync::Mutex<()>>,
 }
 
 macro_rules! dispatch {
@@ -82,7 +87,18 @@ macro_rules! dispatch {
 
 impl LedgerStore {
     pub fn new(db: Database) -> Self {
-        LedgerStore { db }
+        LedgerStore {
+            db,
+            sqlite_writer: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+
+    /// Held for the length of a write transaction on SQLite; nothing on Postgres.
+    async fn write_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match self.db {
+            Database::Sqlite(_) => Some(self.sqlite_writer.lock().await),
+            Database::Postgres(_) => None,
+        }
     }
 
     pub fn database(&self) -> &Database {
@@ -115,6 +131,7 @@ impl LedgerStore {
         actor: &str,
         now: OffsetDateTime,
     ) -> Result<SystemState, LedgerError> {
+        let _turn = self.write_turn().await;
         dispatch!(self, set_mode(mode, actor, now))
     }
 
@@ -124,6 +141,7 @@ impl LedgerStore {
         object: &CanonicalObject,
         submitted_by: &str,
     ) -> Result<(), LedgerError> {
+        let _turn = self.write_turn().await;
         dispatch!(self, insert_canonical(object, submitted_by))
     }
 
@@ -163,6 +181,7 @@ impl LedgerStore {
         public_key: &str,
         submitted_by: &str,
     ) -> Result<(), LedgerError> {
+        let _turn = self.write_turn().await;
         dispatch!(self, insert_reference(reference, public_key, submitted_by))
     }
 
