@@ -335,10 +335,18 @@ async fn storage_metrics_are_exported() {
         .await
         .unwrap();
     assert!(
-        text.contains("noema_object_store_requests_total{op=\"put\",outcome=\"ok\",service=\"ledger\"}"),
+        text.contains(
+            "noema_object_store_requests_total{op=\"put\",outcome=\"ok\",service=\"ledger\"}"
+        ),
         "{text}"
     );
-    assert!(text.contains("noema_object_store_request_duration_seconds_bucket"), "{text}");
-    assert!(text.contains("noema_db_pool_connections{service=\"ledger\",state=\"idle\"}"), "{text}");
+    assert!(
+        text.contains("noema_object_store_request_duration_seconds_bucket"),
+        "{text}"
+    );
+    assert!(
+        text.contains("noema_db_pool_connections{service=\"ledger\",state=\"idle\"}"),
+        "{text}"
+    );
     cluster.shutdown().await.unwrap();
 }
