@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod client;
 pub mod config;
+pub mod convert;
 pub mod metrics;
 pub mod server;
 pub mod shutdown;

@@ -14,6 +14,17 @@ pub enum AuditError {
     Canonical(#[from] noema_core::jcs::JcsError),
 }
 
+impl noema_core::ServiceError for AuditError {
+    fn code(&self) -> noema_core::ErrorCode {
+        match self {
+            AuditError::Database(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_)) => {
+                noema_core::ErrorCode::Unavailable
+            }
+            _ => noema_core::ErrorCode::Internal,
+        }
+    }
+}
+
 macro_rules! audit_queries {
     ($module:ident, $db:ty) => {
         pub mod $module {

@@ -2,14 +2,13 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use futures::{Stream, StreamExt};
-use noema_core::audit::AuditEntry;
 use noema_proto::common::v1::{self as common, PageResponse};
 use noema_proto::ledger::v1 as pb;
 use noema_proto::ledger::v1::ledger_service_server::LedgerService;
 use noema_runtime::auth::principal;
+use noema_runtime::convert::{list_audit, next_page_token, page_size, timestamp};
 use tonic::{Request, Response, Status};
 
 use crate::domain::canonical::{CanonicalObject, CanonicalSubmission, SCHEMA_VERSION};
@@ -20,10 +19,6 @@ use crate::error::LedgerError;
 use crate::ledger::{Ledger, ReconcileReport};
 use crate::store::{Page, Query};
 
-/// Default and maximum page sizes for listings (open-cognition's 50 and 200).
-pub const DEFAULT_PAGE_SIZE: u32 = 50;
-pub const MAX_PAGE_SIZE: u32 = 200;
-
 #[derive(Clone)]
 pub struct LedgerApi {
     ledger: Arc<Ledger>,
@@ -33,10 +28,6 @@ impl LedgerApi {
     pub fn new(ledger: Arc<Ledger>) -> Self {
         LedgerApi { ledger }
     }
-}
-
-fn timestamp(at: time::OffsetDateTime) -> prost_types::Timestamp {
-    prost_types::Timestamp::from(SystemTime::from(at))
 }
 
 /// A bound in whole seconds: the smallest second not before `at`.
@@ -65,23 +56,6 @@ fn state_to_proto(state: SystemState) -> pb::SystemState {
         mode: mode as i32,
         changed_by: state.changed_by,
         changed_at: Some(timestamp(state.changed_at)),
-    }
-}
-
-fn audit_to_proto(entry: AuditEntry) -> common::AuditEntry {
-    common::AuditEntry {
-        id: entry.id,
-        occurred_at: Some(timestamp(entry.occurred_at)),
-        actor: entry.actor,
-        action: entry.action,
-        target_id: entry.target_id.unwrap_or_default(),
-        target_type: entry.target_type.unwrap_or_default(),
-        detail: entry
-            .detail
-            .as_ref()
-            .and_then(noema_proto::json::to_proto_struct),
-        prev_hash: entry.prev_hash,
-        hash: entry.hash,
     }
 }
 
@@ -159,14 +133,6 @@ fn report_to_proto(report: ReconcileReport) -> pb::ReconcileReport {
     }
 }
 
-/// Page size from a request: 0 → default, larger than the maximum → the maximum.
-pub fn page_size(requested: u32) -> u32 {
-    match requested {
-        0 => DEFAULT_PAGE_SIZE,
-        n => n.min(MAX_PAGE_SIZE),
-    }
-}
-
 const BAD_TOKEN: &str = "page_token is not a token returned by a previous call of this RPC";
 
 fn encode_cursor(created_at: time::OffsetDateTime, id: &str) -> String {
@@ -207,13 +173,6 @@ fn time_bounds(
         after.as_ref().map_or(i64::MIN, ceil_seconds),
         before.as_ref().map_or(i64::MAX, ceil_seconds),
     )
-}
-
-fn next_token<T>(items: &[T], limit: u32, key: impl Fn(&T) -> String) -> String {
-    match items.last() {
-        Some(last) if items.len() == limit as usize => key(last),
-        _ => String::new(),
-    }
 }
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -316,7 +275,7 @@ impl LedgerService for LedgerApi {
         };
         let objects = self.ledger.list_canonicals(&query, &page).await?;
         let next_page_token =
-            next_token(&objects, page.limit, |o| encode_cursor(o.created_at, &o.id));
+            next_page_token(&objects, page.limit, |o| encode_cursor(o.created_at, &o.id));
         Ok(Response::new(pb::ListCanonicalsResponse {
             objects: objects
                 .into_iter()
@@ -372,7 +331,7 @@ impl LedgerService for LedgerApi {
             until,
         };
         let references = self.ledger.list_references(&query, &page).await?;
-        let next_page_token = next_token(&references, page.limit, |x| {
+        let next_page_token = next_page_token(&references, page.limit, |x| {
             encode_cursor(x.created_at, &x.id)
         });
         Ok(Response::new(pb::ListReferencesResponse {
@@ -415,30 +374,7 @@ impl LedgerService for LedgerApi {
         &self,
         request: Request<common::ListAuditRequest>,
     ) -> Result<Response<common::ListAuditResponse>, Status> {
-        let r = request.into_inner();
-        let page = r.page.unwrap_or_default();
-        let cursor = if page.page_token.is_empty() {
-            None
-        } else {
-            Some(
-                page.page_token
-                    .parse::<i64>()
-                    .map_err(|_| LedgerError::invalid(BAD_TOKEN))?,
-            )
-        };
-        let limit = page_size(page.page_size);
-        let entries = if r.oldest_first {
-            self.ledger
-                .store()
-                .audit_ascending(cursor.unwrap_or(0), limit)
-                .await?
-        } else {
-            self.ledger.store().list_audit(cursor, limit).await?
-        };
-        let next_page_token = next_token(&entries, limit, |e| e.id.to_string());
-        Ok(Response::new(common::ListAuditResponse {
-            entries: entries.into_iter().map(audit_to_proto).collect(),
-            page: Some(PageResponse { next_page_token }),
-        }))
+        let response = list_audit(self.ledger.store().database(), request.into_inner()).await?;
+        Ok(Response::new(response))
     }
 }

@@ -3,15 +3,13 @@
 
 pub mod diary;
 
-use std::time::SystemTime;
-
-use noema_core::audit::AuditEntry;
 use noema_core::keys::{self, PublicKey};
 use noema_core::scopes::Principal;
 use noema_proto::common::v1::{self as common, PageResponse};
 use noema_proto::identity::v1 as pb;
 use noema_proto::identity::v1::identity_service_server::IdentityService;
 use noema_runtime::auth::principal;
+pub(crate) use noema_runtime::convert::{list_audit, page_size, timestamp};
 use time::OffsetDateTime;
 use tonic::{Request, Response, Status};
 
@@ -19,9 +17,6 @@ use crate::domain::agent::{self, Agent};
 use crate::domain::token::{self, OWNER_TOKEN_ID, TokenRecord, TokenRequest, TokenStatus};
 use crate::error::IdentityError;
 use crate::store::{IdentityStore, RevokeSelector};
-
-pub const DEFAULT_PAGE_SIZE: u32 = 50;
-pub const MAX_PAGE_SIZE: u32 = 200;
 
 #[derive(Debug, Clone)]
 pub struct IdentityApi {
@@ -34,10 +29,6 @@ impl IdentityApi {
     }
 }
 
-pub(crate) fn timestamp(at: OffsetDateTime) -> prost_types::Timestamp {
-    prost_types::Timestamp::from(SystemTime::from(at))
-}
-
 fn from_timestamp(
     field: &str,
     at: &prost_types::Timestamp,
@@ -45,13 +36,6 @@ fn from_timestamp(
     let nanos = i128::from(at.seconds) * 1_000_000_000 + i128::from(at.nanos);
     OffsetDateTime::from_unix_timestamp_nanos(nanos)
         .map_err(|_| IdentityError::InvalidArgument(format!("{field} is out of range")))
-}
-
-fn page_size(requested: u32) -> u32 {
-    match requested {
-        0 => DEFAULT_PAGE_SIZE,
-        n => n.min(MAX_PAGE_SIZE),
-    }
 }
 
 fn agent_to_proto(agent: Agent) -> pb::Agent {
@@ -96,23 +80,6 @@ fn principal_to_proto(p: &Principal) -> pb::Principal {
         write_namespaces: p.write_namespaces.clone(),
         superuser: p.superuser,
         expires_at: None,
-    }
-}
-
-fn audit_to_proto(entry: AuditEntry) -> common::AuditEntry {
-    common::AuditEntry {
-        id: entry.id,
-        occurred_at: Some(timestamp(entry.occurred_at)),
-        actor: entry.actor,
-        action: entry.action,
-        target_id: entry.target_id.unwrap_or_default(),
-        target_type: entry.target_type.unwrap_or_default(),
-        detail: entry
-            .detail
-            .as_ref()
-            .and_then(noema_proto::json::to_proto_struct),
-        prev_hash: entry.prev_hash,
-        hash: entry.hash,
     }
 }
 
@@ -542,32 +509,7 @@ impl IdentityService for IdentityApi {
         &self,
         request: Request<common::ListAuditRequest>,
     ) -> Result<Response<common::ListAuditResponse>, Status> {
-        let request = request.into_inner();
-        let page = request.page.unwrap_or_default();
-        let cursor = if page.page_token.is_empty() {
-            None
-        } else {
-            Some(page.page_token.parse::<i64>().map_err(|_| {
-                IdentityError::InvalidArgument(
-                    "page_token is not a token returned by a previous ListAudit call".into(),
-                )
-            })?)
-        };
-        let limit = page_size(page.page_size);
-        let entries = if request.oldest_first {
-            self.store
-                .list_audit_oldest_first(cursor.unwrap_or(0), limit)
-                .await?
-        } else {
-            self.store.list_audit(cursor, limit).await?
-        };
-        let next_page_token = match entries.last() {
-            Some(last) if entries.len() == limit as usize => last.id.to_string(),
-            _ => String::new(),
-        };
-        Ok(Response::new(common::ListAuditResponse {
-            entries: entries.into_iter().map(audit_to_proto).collect(),
-            page: Some(PageResponse { next_page_token }),
-        }))
+        let response = list_audit(self.store.database(), request.into_inner()).await?;
+        Ok(Response::new(response))
     }
 }

@@ -1,6 +1,5 @@
 //! The only place with SQL. One body of queries, compiled once per backend.
 
-use noema_core::audit::AuditEntry;
 use noema_core::keys::{PublicKey, Signature};
 use noema_store::Database;
 use time::OffsetDateTime;
@@ -173,28 +172,6 @@ impl IdentityStore {
         now: OffsetDateTime,
     ) -> Result<bool, IdentityError> {
         dispatch!(self, ensure_owner(owner, now))
-    }
-
-    pub async fn list_audit_oldest_first(
-        &self,
-        after_id: i64,
-        limit: u32,
-    ) -> Result<Vec<AuditEntry>, IdentityError> {
-        Ok(self
-            .db
-            .audit_oldest_first(after_id, i64::from(limit))
-            .await?)
-    }
-
-    pub async fn list_audit(
-        &self,
-        before_id: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<AuditEntry>, IdentityError> {
-        Ok(self
-            .db
-            .audit_newest_first(before_id, i64::from(limit))
-            .await?)
     }
 }
 

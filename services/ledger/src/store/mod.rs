@@ -206,17 +206,4 @@ impl LedgerStore {
             .audit_newest_first(before_id, i64::from(limit))
             .await?)
     }
-
-    /// Audit entries oldest first, strictly newer than `after_id`: for chain verification.
-    #[tracing::instrument(skip_all)]
-    pub async fn audit_ascending(
-        &self,
-        after_id: i64,
-        limit: u32,
-    ) -> Result<Vec<AuditEntry>, LedgerError> {
-        Ok(self
-            .db
-            .audit_oldest_first(after_id, i64::from(limit))
-            .await?)
-    }
 }
