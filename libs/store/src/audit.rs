@@ -81,6 +81,47 @@ macro_rules! audit_queries {
                 Ok(entry)
             }
 
+            /// Locks the head once and appends every draft in order, with one insert and one
+            /// head update however many there are: the audit side of a group commit.
+            pub async fn append_all(
+                tx: &mut Tx<'_>,
+                drafts: Vec<(AuditDraft, OffsetDateTime)>,
+            ) -> Result<Vec<AuditEntry>, AuditError> {
+                if drafts.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let (mut last_id, mut last_hash) = lock_head(tx).await?;
+                let mut entries = Vec::with_capacity(drafts.len());
+                for (draft, now) in drafts {
+                    let entry = draft.chain(last_id, &last_hash, now)?;
+                    last_id = entry.id;
+                    last_hash.clone_from(&entry.hash);
+                    entries.push(entry);
+                }
+                let mut insert = sqlx::QueryBuilder::<Db>::new(
+                    "INSERT INTO audit_log \
+                     (id, occurred_at, actor, action, target_id, target_type, detail, prev_hash, hash) ",
+                );
+                insert.push_values(&entries, |mut row, entry| {
+                    row.push_bind(entry.id)
+                        .push_bind(entry.occurred_at)
+                        .push_bind(&entry.actor)
+                        .push_bind(&entry.action)
+                        .push_bind(&entry.target_id)
+                        .push_bind(&entry.target_type)
+                        .push_bind(entry.detail.clone().map(Json))
+                        .push_bind(&entry.prev_hash)
+                        .push_bind(&entry.hash);
+                });
+                insert.build().execute(&mut **tx).await?;
+                sqlx::query("UPDATE audit_head SET last_id = $1, last_hash = $2 WHERE id = 1")
+                    .bind(last_id)
+                    .bind(&last_hash)
+                    .execute(&mut **tx)
+                    .await?;
+                Ok(entries)
+            }
+
             /// Locks the head and appends one entry, inside the caller's transaction.
             pub async fn append(
                 tx: &mut Tx<'_>,

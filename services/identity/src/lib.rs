@@ -48,9 +48,13 @@ pub fn diary_service(db: Database) -> DiaryServiceServer<api::diary::DiaryApi> {
     DiaryServiceServer::new(api::diary::DiaryApi::new(IdentityStore::new(db)))
 }
 
-/// The authenticator for the process that hosts identity.
-pub fn local_authenticator(db: Database) -> Arc<dyn noema_runtime::auth::Authenticator> {
-    Arc::new(auth::LocalAuthenticator::new(IdentityStore::new(db)))
+/// The authenticator for the process that hosts identity. Token records are cached for at
+/// most `ttl`; this process's own token writes take effect at once.
+pub fn local_authenticator(
+    db: Database,
+    ttl: std::time::Duration,
+) -> Arc<dyn noema_runtime::auth::Authenticator> {
+    Arc::new(auth::LocalAuthenticator::new(IdentityStore::new(db), ttl))
 }
 
 /// Makes `token_sha256` the owner (superuser) token. Returns whether it changed anything.

@@ -36,6 +36,9 @@ pub enum LedgerError {
     Database(#[from] sqlx::Error),
     #[error("audit log: {0}")]
     Audit(#[from] noema_store::audit::AuditError),
+    /// The group-commit writer is gone: the server is shutting down.
+    #[error("the ledger is shutting down; retry against a running instance")]
+    WriterGone,
     #[error("stored data is malformed: {0}")]
     Corrupt(String),
 }
@@ -76,7 +79,7 @@ impl ServiceError for LedgerError {
     fn code(&self) -> ErrorCode {
         match self {
             LedgerError::Invalid { .. } => ErrorCode::InvalidArgument,
-            LedgerError::Stopped => ErrorCode::Unavailable,
+            LedgerError::Stopped | LedgerError::WriterGone => ErrorCode::Unavailable,
             LedgerError::DuplicateCanonical
             | LedgerError::DuplicateReference
             | LedgerError::StorageConflict => ErrorCode::AlreadyExists,
@@ -104,7 +107,9 @@ impl ServiceError for LedgerError {
             | LedgerError::LedgerInsertAfterStore(_) => self.to_string(),
             LedgerError::Identity(status) => status.message().to_owned(),
             _ if self.code() == ErrorCode::Internal => "internal error".to_owned(),
-            _ if self.code() == ErrorCode::Unavailable && !matches!(self, LedgerError::Stopped) => {
+            _ if self.code() == ErrorCode::Unavailable
+                && !matches!(self, LedgerError::Stopped | LedgerError::WriterGone) =>
+            {
                 "storage temporarily unavailable; retry".to_owned()
             }
             _ => self.to_string(),

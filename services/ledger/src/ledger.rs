@@ -83,7 +83,7 @@ impl Ledger {
     }
 
     async fn require_running(&self) -> Result<(), LedgerError> {
-        match self.store.system_state().await?.mode {
+        match self.store.mode().await? {
             SystemMode::Running => Ok(()),
             SystemMode::Stopped => Err(LedgerError::Stopped),
         }
@@ -98,17 +98,19 @@ impl Ledger {
     ) -> Result<CanonicalObject, LedgerError> {
         self.require_running().await?;
         let (object, payload) = canonical::validate(submission, OffsetDateTime::now_utc())?;
-        if self.store.get_canonical(&object.id).await?.is_some() {
-            return Err(LedgerError::DuplicateCanonical);
-        }
         let existing = self
             .objects
             .head(&object.storage_path)
             .await
             .map_err(LedgerError::StorageCheck)?;
         if existing.is_some() {
-            // Bytes already there: an earlier write whose ledger insert failed. Adopt them
-            // only if they are exactly this object's bytes.
+            // Bytes are there only if the object was written before: a duplicate when its
+            // row exists (new objects skip this lookup; the insert refuses a racing twin).
+            if self.store.get_canonical(&object.id).await?.is_some() {
+                return Err(LedgerError::DuplicateCanonical);
+            }
+            // Otherwise an earlier write whose ledger insert failed. Adopt the bytes only
+            // if they are exactly this object's bytes.
             let stored = self.read_all(&object.storage_path).await?;
             if format!("sha256:{}", sha256_hex(&stored)) != object.id {
                 return Err(LedgerError::StorageConflict);

@@ -236,6 +236,126 @@ async fn stored_bytes_that_change_are_reported_corrupt(postgres: bool) {
     assert_eq!(full.ok(), 0);
 }
 
+/// Concurrent writers share group commits: every acknowledged write is a row with its own
+/// audit entry, racing twins of one object yield exactly one success, and the chain holds.
+async fn concurrent_writes_are_group_committed_and_all_kept(postgres: bool) {
+    let rig = rig(postgres).await;
+    let twin = submission(0);
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 1..=64 {
+        let ledger = Arc::clone(&rig.ledger);
+        tasks.spawn(async move { (false, ledger.put_canonical(submission(n), "t").await) });
+    }
+    for _ in 0..8 {
+        let ledger = Arc::clone(&rig.ledger);
+        let twin = twin.clone();
+        tasks.spawn(async move { (true, ledger.put_canonical(twin, "t").await) });
+    }
+    let (mut distinct, mut twins_ok, mut twins_duplicate) = (0, 0, 0);
+    while let Some(joined) = tasks.join_next().await {
+        match joined.unwrap() {
+            (false, Ok(_)) => distinct += 1,
+            (false, Err(err)) => panic!("distinct write failed: {err}"),
+            (true, Ok(_)) => twins_ok += 1,
+            (true, Err(LedgerError::DuplicateCanonical)) => twins_duplicate += 1,
+            (true, Err(err)) => panic!("twin write failed oddly: {err}"),
+        }
+    }
+    assert_eq!((distinct, twins_ok, twins_duplicate), (64, 1, 7));
+
+    let rows = rig
+        .ledger
+        .list_canonicals(
+            &noema_ledger::store::Query::default(),
+            &noema_ledger::store::Page::first(1000),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 65);
+    let entries = rig.db.audit_oldest_first(0, 1000).await.unwrap();
+    noema_core::audit::verify_chain(0, String::new(), &entries).unwrap();
+    let created: Vec<_> = entries
+        .iter()
+        .filter(|e| e.action == "create_canonical")
+        .collect();
+    assert_eq!(
+        created.len(),
+        65,
+        "one audit entry per row, none for duplicates"
+    );
+    let report = rig.ledger.reconcile(true).await.unwrap();
+    assert_eq!(report.ok(), 65);
+    assert!(report.orphans_in_storage.is_empty());
+}
+
+/// A write that fails inside a group commit (a reference to a missing object breaks the
+/// foreign key) fails alone: the batch is retried write by write, and duplicates within
+/// the batch are answered as such.
+async fn a_failing_write_does_not_fail_its_batch(postgres: bool) {
+    use noema_ledger::store::Write;
+    let rig = rig(postgres).await;
+    let now = OffsetDateTime::now_utc().replace_nanosecond(0).unwrap();
+    let canonical = |n| {
+        let (object, _) =
+            noema_ledger::domain::canonical::validate(submission(n), OffsetDateTime::now_utc())
+                .unwrap();
+        Write::Canonical {
+            object,
+            submitted_by: "t".into(),
+        }
+    };
+    let orphan_reference = Write::Reference {
+        reference: noema_ledger::domain::reference::AgentReference {
+            id: "9b2f6a3e-6f0e-4d5b-9a59-0f8f3c1d2e4a".into(),
+            canonical_object_id: format!("sha256:{}", "0".repeat(64)),
+            agent_id: "agent-x".into(),
+            created_at: now,
+            signed_created_at: "2026-01-01T00:00:00Z".into(),
+            context: "c".into(),
+            relevance: None,
+            trust_weight: None,
+            time_horizon: "short".into(),
+            signature: "AAAA".into(),
+            metadata: None,
+            recorded_at: now,
+        },
+        public_key: "ed25519:AAAA".into(),
+        submitted_by: "t".into(),
+    };
+    let first = canonical(1);
+    let writes = vec![
+        first.clone(),
+        canonical(2),
+        orphan_reference,
+        first,
+        canonical(3),
+    ];
+    let outcomes = rig.ledger.store().write_batch(&writes).await;
+    assert!(outcomes[0].is_ok() && outcomes[1].is_ok() && outcomes[4].is_ok());
+    assert!(
+        matches!(outcomes[2], Err(LedgerError::Database(_))),
+        "{:?}",
+        outcomes[2]
+    );
+    assert!(matches!(outcomes[3], Err(LedgerError::DuplicateCanonical)));
+
+    // Without the bad write, the same shape commits as one group.
+    let fourth = canonical(4);
+    let writes = vec![fourth.clone(), canonical(5), fourth];
+    let outcomes = rig.ledger.store().write_batch(&writes).await;
+    assert!(outcomes[0].is_ok() && outcomes[1].is_ok());
+    assert!(matches!(outcomes[2], Err(LedgerError::DuplicateCanonical)));
+
+    let entries = rig.db.audit_oldest_first(0, 1000).await.unwrap();
+    noema_core::audit::verify_chain(0, String::new(), &entries).unwrap();
+    let created: Vec<_> = entries
+        .iter()
+        .filter(|e| e.action == "create_canonical")
+        .collect();
+    assert_eq!(created.len(), 5, "one entry per inserted row");
+    assert!(!entries.iter().any(|e| e.action == "create_reference"));
+}
+
 macro_rules! on_both_backends {
     ($($case:ident),* $(,)?) => {
         mod sqlite_file {
@@ -263,4 +383,6 @@ on_both_backends!(
     a_failure_between_storage_and_ledger_leaves_a_detectable_orphan,
     a_database_failure_after_storage_is_reported,
     stored_bytes_that_change_are_reported_corrupt,
+    concurrent_writes_are_group_committed_and_all_kept,
+    a_failing_write_does_not_fail_its_batch,
 );

@@ -108,7 +108,10 @@ impl Node {
             let authenticator = match &identity_db {
                 Some(db) => {
                     created_owner_token = bootstrap_owner(db, config).await?;
-                    noema_identity::local_authenticator(db.clone())
+                    noema_identity::local_authenticator(
+                        db.clone(),
+                        Duration::from_secs(config.auth.cache_ttl_secs),
+                    )
                 }
                 None => {
                     let endpoint = endpoint(

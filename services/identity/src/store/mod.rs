@@ -122,7 +122,9 @@ impl IdentityStore {
         actor: &str,
         now: OffsetDateTime,
     ) -> Result<(), IdentityError> {
-        dispatch!(self, insert_token(token, actor, now))
+        let written = dispatch!(self, insert_token(token, actor, now))?;
+        crate::auth::token_written();
+        Ok(written)
     }
 
     pub async fn token_by_sha256(
@@ -151,7 +153,9 @@ impl IdentityStore {
         actor: &str,
         now: OffsetDateTime,
     ) -> Result<(Vec<TokenRecord>, Vec<String>), IdentityError> {
-        dispatch!(self, revoke(selector, reason, actor, now))
+        let written = dispatch!(self, revoke(selector, reason, actor, now))?;
+        crate::auth::token_written();
+        Ok(written)
     }
 
     #[tracing::instrument(skip_all, fields(from = %old.token_id, to = %new.token_id))]
@@ -163,7 +167,9 @@ impl IdentityStore {
         actor: &str,
         now: OffsetDateTime,
     ) -> Result<(), IdentityError> {
-        dispatch!(self, rotate_token(old, new, reason, actor, now))
+        let written = dispatch!(self, rotate_token(old, new, reason, actor, now))?;
+        crate::auth::token_written();
+        Ok(written)
     }
 
     pub async fn ensure_owner(
@@ -171,7 +177,9 @@ impl IdentityStore {
         owner: &TokenRecord,
         now: OffsetDateTime,
     ) -> Result<bool, IdentityError> {
-        dispatch!(self, ensure_owner(owner, now))
+        let written = dispatch!(self, ensure_owner(owner, now))?;
+        crate::auth::token_written();
+        Ok(written)
     }
 }
 

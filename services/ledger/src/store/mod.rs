@@ -4,7 +4,8 @@
 //! is written once (both accept `$n` placeholders) while sqlx still sees concrete types.
 
 use noema_store::Database;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 use time::OffsetDateTime;
 
 use crate::domain::canonical::CanonicalObject;
@@ -14,6 +15,11 @@ use crate::error::LedgerError;
 use noema_core::audit::{AuditDraft, AuditEntry};
 
 mod queries;
+mod writer;
+
+use writer::GroupWriter;
+
+pub use writer::MAX_BATCH;
 
 /// Schema migrations for the ledger, per backend.
 pub static MIGRATIONS: noema_store::Migrations = noema_store::Migrations {
@@ -63,6 +69,40 @@ impl Page {
     }
 }
 
+/// A write the group-commit writer carries out (see `writer`).
+#[derive(Debug, Clone)]
+pub enum Write {
+    Canonical {
+        object: CanonicalObject,
+        submitted_by: String,
+    },
+    Reference {
+        reference: AgentReference,
+        public_key: String,
+        submitted_by: String,
+    },
+}
+
+impl Write {
+    const CANONICAL: &'static str = "canonical_objects";
+    const REFERENCE: &'static str = "agent_references";
+
+    /// The table and primary key the write inserts.
+    fn key(&self) -> (&'static str, &str) {
+        match self {
+            Write::Canonical { object, .. } => (Self::CANONICAL, &object.id),
+            Write::Reference { reference, .. } => (Self::REFERENCE, &reference.id),
+        }
+    }
+
+    fn duplicate(&self) -> LedgerError {
+        match self {
+            Write::Canonical { .. } => LedgerError::DuplicateCanonical,
+            Write::Reference { .. } => LedgerError::DuplicateReference,
+        }
+    }
+}
+
 pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
 }
@@ -74,7 +114,16 @@ pub struct LedgerStore {
     /// without sleeping, replaces SQLite's busy handler, which backs off in sleeps of up
     /// to 100 ms when writers collide on the file lock. Postgres needs no gate.
     sqlite_writer: Arc<tokio::sync::Mutex<()>>,
+    /// The group-commit writer, started on the first write.
+    writer: Arc<OnceLock<GroupWriter>>,
+    /// The mode last read or set here, for the early STOPPED check that precedes
+    /// validation. Only a hint: every write re-checks the mode inside its transaction.
+    mode_hint: Arc<Mutex<Option<(SystemMode, Instant)>>>,
 }
+
+/// How long the mode hint is trusted. Another replica's Stop reaches this one's early check
+/// within this time (and its transactions at once).
+const MODE_HINT_TTL: Duration = Duration::from_secs(1);
 
 macro_rules! dispatch {
     ($self:ident, $func:ident ( $($arg:expr),* )) => {
@@ -90,6 +139,31 @@ impl LedgerStore {
         LedgerStore {
             db,
             sqlite_writer: Arc::new(tokio::sync::Mutex::new(())),
+            writer: Arc::new(OnceLock::new()),
+            mode_hint: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    fn writer(&self) -> &GroupWriter {
+        self.writer
+            .get_or_init(|| GroupWriter::start(self.db.clone(), Arc::clone(&self.sqlite_writer)))
+    }
+
+    fn remember_mode(&self, mode: SystemMode) {
+        if let Ok(mut hint) = self.mode_hint.lock() {
+            *hint = Some((mode, Instant::now()));
+        }
+    }
+
+    /// The current mode, from the hint when it is fresh. For the early check only.
+    pub async fn mode(&self) -> Result<SystemMode, LedgerError> {
+        let fresh = self.mode_hint.lock().ok().and_then(|hint| {
+            hint.filter(|(_, at)| at.elapsed() < MODE_HINT_TTL)
+                .map(|(mode, _)| mode)
+        });
+        match fresh {
+            Some(mode) => Ok(mode),
+            None => Ok(self.system_state().await?.mode),
         }
     }
 
@@ -120,7 +194,9 @@ impl LedgerStore {
 
     #[tracing::instrument(skip_all)]
     pub async fn system_state(&self) -> Result<SystemState, LedgerError> {
-        dispatch!(self, system_state())
+        let state: SystemState = dispatch!(self, system_state())?;
+        self.remember_mode(state.mode);
+        Ok(state)
     }
 
     /// Sets the mode and appends its audit entry in one transaction.
@@ -132,7 +208,9 @@ impl LedgerStore {
         now: OffsetDateTime,
     ) -> Result<SystemState, LedgerError> {
         let _turn = self.write_turn().await;
-        dispatch!(self, set_mode(mode, actor, now))
+        let state: SystemState = dispatch!(self, set_mode(mode, actor, now))?;
+        self.remember_mode(state.mode);
+        Ok(state)
     }
 
     #[tracing::instrument(skip_all, fields(id = %object.id))]
@@ -141,8 +219,19 @@ impl LedgerStore {
         object: &CanonicalObject,
         submitted_by: &str,
     ) -> Result<(), LedgerError> {
+        self.writer()
+            .write(Write::Canonical {
+                object: object.clone(),
+                submitted_by: submitted_by.to_owned(),
+            })
+            .await
+    }
+
+    /// Commits `writes` as one group (what the writer does with each batch), answering
+    /// each: a write that fails alone does not fail the others.
+    pub async fn write_batch(&self, writes: &[Write]) -> Vec<Result<(), LedgerError>> {
         let _turn = self.write_turn().await;
-        dispatch!(self, insert_canonical(object, submitted_by))
+        writer::commit(&self.db, writes).await
     }
 
     pub async fn get_canonical(&self, id: &str) -> Result<Option<CanonicalObject>, LedgerError> {
@@ -181,8 +270,13 @@ impl LedgerStore {
         public_key: &str,
         submitted_by: &str,
     ) -> Result<(), LedgerError> {
-        let _turn = self.write_turn().await;
-        dispatch!(self, insert_reference(reference, public_key, submitted_by))
+        self.writer()
+            .write(Write::Reference {
+                reference: reference.clone(),
+                public_key: public_key.to_owned(),
+                submitted_by: submitted_by.to_owned(),
+            })
+            .await
     }
 
     #[tracing::instrument(skip_all)]

@@ -14,7 +14,9 @@ macro_rules! backend_queries {
             use crate::domain::mode::{SystemMode, SystemState};
             use crate::domain::reference::AgentReference;
             use crate::error::LedgerError;
-            use crate::store::{Page, Query, is_unique_violation};
+            use std::collections::HashSet;
+
+            use crate::store::{Page, Query, Write, is_unique_violation};
 
             type Db = $db;
             type Pool = sqlx::Pool<Db>;
@@ -60,6 +62,34 @@ macro_rules! backend_queries {
                 })
             }
 
+            fn canonical_audit(object: &CanonicalObject, submitted_by: &str) -> AuditDraft {
+                AuditDraft {
+                    actor: object.created_by.clone(),
+                    action: "create_canonical".into(),
+                    target_id: Some(object.id.clone()),
+                    target_type: Some("canonical_object".into()),
+                    detail: Some(json!({
+                        "object_type": object.object_type,
+                        "size_bytes": object.size_bytes,
+                        "storage_path": object.storage_path,
+                        "submitted_by": submitted_by,
+                    })),
+                }
+            }
+
+            fn reference_audit(reference: &AgentReference, submitted_by: &str) -> AuditDraft {
+                AuditDraft {
+                    actor: reference.agent_id.clone(),
+                    action: "create_reference".into(),
+                    target_id: Some(reference.id.clone()),
+                    target_type: Some("agent_reference".into()),
+                    detail: Some(json!({
+                        "canonical_object_id": reference.canonical_object_id,
+                        "submitted_by": submitted_by,
+                    })),
+                }
+            }
+
             /// Inserts the ledger row and its audit entry in one transaction, after
             /// checking the mode inside it.
             pub async fn insert_canonical(
@@ -90,21 +120,106 @@ macro_rules! backend_queries {
                     Err(err) if is_unique_violation(&err) => return Err(LedgerError::DuplicateCanonical),
                     other => other?,
                 };
-                let draft = AuditDraft {
-                    actor: object.created_by.clone(),
-                    action: "create_canonical".into(),
-                    target_id: Some(object.id.clone()),
-                    target_type: Some("canonical_object".into()),
-                    detail: Some(json!({
-                        "object_type": object.object_type,
-                        "size_bytes": object.size_bytes,
-                        "storage_path": object.storage_path,
-                        "submitted_by": submitted_by,
-                    })),
-                };
-                audit::append(&mut tx, draft, object.recorded_at).await?;
+                audit::append(&mut tx, canonical_audit(object, submitted_by), object.recorded_at).await?;
                 tx.commit().await?;
                 Ok(())
+            }
+
+            /// A group commit: every write of `writes` in one transaction that checks the
+            /// mode once, inserts each table's rows with one statement, and advances the
+            /// audit chain once (in the order of `writes`). A write whose id exists already,
+            /// in the table or earlier in the batch, is skipped and answered as a duplicate.
+            /// `Err` means nothing was written.
+            pub async fn insert_batch(
+                pool: &Pool,
+                writes: &[Write],
+            ) -> Result<Vec<Result<(), LedgerError>>, LedgerError> {
+                let mut tx = pool.begin().await?;
+                require_running(&mut tx).await?;
+                let mut outcomes: Vec<Result<(), LedgerError>> = Vec::with_capacity(writes.len());
+                let mut seen = HashSet::new();
+                let mut canonicals = Vec::new();
+                let mut references = Vec::new();
+                for write in writes {
+                    let first = seen.insert(write.key());
+                    outcomes.push(if first { Ok(()) } else { Err(write.duplicate()) });
+                    match write {
+                        Write::Canonical { object, .. } if first => canonicals.push(object),
+                        Write::Reference { reference, public_key, .. } if first => {
+                            references.push((reference, public_key))
+                        }
+                        _ => {}
+                    }
+                }
+                let mut inserted: HashSet<(&str, String)> = HashSet::new();
+                if !canonicals.is_empty() {
+                    let mut insert = sqlx::QueryBuilder::<Db>::new(
+                        "INSERT INTO canonical_objects (id, object_type, content_type, size_bytes, created_by, \
+                         created_at, created_at_text, storage_path, metadata, recorded_at) ",
+                    );
+                    insert.push_values(&canonicals, |mut row, object| {
+                        row.push_bind(&object.id)
+                            .push_bind(&object.object_type)
+                            .push_bind(&object.content_type)
+                            .push_bind(object.size_bytes)
+                            .push_bind(&object.created_by)
+                            .push_bind(unix(object.created_at))
+                            .push_bind(&object.created_at_text)
+                            .push_bind(&object.storage_path)
+                            .push_bind(object.metadata.clone().map(Json))
+                            .push_bind(object.recorded_at);
+                    });
+                    insert.push(" ON CONFLICT DO NOTHING RETURNING id");
+                    let ids: Vec<String> = insert.build_query_scalar().fetch_all(&mut *tx).await?;
+                    inserted.extend(ids.into_iter().map(|id| (Write::CANONICAL, id)));
+                }
+                if !references.is_empty() {
+                    let mut insert = sqlx::QueryBuilder::<Db>::new(
+                        "INSERT INTO agent_references (id, canonical_object_id, agent_id, created_at, \
+                         signed_created_at, context, relevance, trust_weight, time_horizon, signature, \
+                         public_key, metadata, recorded_at) ",
+                    );
+                    insert.push_values(&references, |mut row, (reference, public_key)| {
+                        row.push_bind(&reference.id)
+                            .push_bind(&reference.canonical_object_id)
+                            .push_bind(&reference.agent_id)
+                            .push_bind(unix(reference.created_at))
+                            .push_bind(&reference.signed_created_at)
+                            .push_bind(&reference.context)
+                            .push_bind(reference.relevance)
+                            .push_bind(reference.trust_weight)
+                            .push_bind(&reference.time_horizon)
+                            .push_bind(&reference.signature)
+                            .push_bind(public_key.as_str())
+                            .push_bind(reference.metadata.clone().map(Json))
+                            .push_bind(reference.recorded_at);
+                    });
+                    insert.push(" ON CONFLICT DO NOTHING RETURNING id");
+                    let ids: Vec<String> = insert.build_query_scalar().fetch_all(&mut *tx).await?;
+                    inserted.extend(ids.into_iter().map(|id| (Write::REFERENCE, id)));
+                }
+                let mut drafts = Vec::with_capacity(inserted.len());
+                for (write, outcome) in writes.iter().zip(outcomes.iter_mut()) {
+                    if outcome.is_err() {
+                        continue;
+                    }
+                    let (table, id) = write.key();
+                    if !inserted.contains(&(table, id.to_owned())) {
+                        *outcome = Err(write.duplicate());
+                        continue;
+                    }
+                    drafts.push(match write {
+                        Write::Canonical { object, submitted_by } => {
+                            (canonical_audit(object, submitted_by), object.recorded_at)
+                        }
+                        Write::Reference { reference, submitted_by, .. } => {
+                            (reference_audit(reference, submitted_by), reference.recorded_at)
+                        }
+                    });
+                }
+                audit::append_all(&mut tx, drafts).await?;
+                tx.commit().await?;
+                Ok(outcomes)
             }
 
             pub async fn get_canonical(pool: &Pool, id: &str) -> Result<Option<CanonicalObject>, LedgerError> {
@@ -233,17 +348,7 @@ macro_rules! backend_queries {
                     Err(err) if is_unique_violation(&err) => return Err(LedgerError::DuplicateReference),
                     other => other?,
                 };
-                let draft = AuditDraft {
-                    actor: reference.agent_id.clone(),
-                    action: "create_reference".into(),
-                    target_id: Some(reference.id.clone()),
-                    target_type: Some("agent_reference".into()),
-                    detail: Some(json!({
-                        "canonical_object_id": reference.canonical_object_id,
-                        "submitted_by": submitted_by,
-                    })),
-                };
-                audit::append(&mut tx, draft, reference.recorded_at).await?;
+                audit::append(&mut tx, reference_audit(reference, submitted_by), reference.recorded_at).await?;
                 tx.commit().await?;
                 Ok(())
             }
