@@ -68,6 +68,16 @@ impl GrpcServer {
         &self.names
     }
 
+    /// The hosted services behind the same layers as the network server (a span per RPC,
+    /// metrics, auth), for clients in this process: see `client::local_channel`.
+    pub fn local_service(&self) -> crate::client::LocalService {
+        let stack = tower::ServiceBuilder::new()
+            .layer(GrpcMetricsLayer)
+            .layer(self.auth.clone())
+            .service(self.routes.clone().routes());
+        crate::client::LocalService::new(Traced { inner: stack })
+    }
+
     /// A handle to flip health statuses (readiness) while serving.
     pub fn health(&self) -> HealthReporter {
         self.health.clone()
@@ -120,16 +130,7 @@ impl GrpcServer {
         let incoming =
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
         let server = tonic::transport::Server::builder()
-            .trace_fn(|request| {
-                let span = tracing::info_span!(
-                    "grpc.request",
-                    otel.kind = "server",
-                    rpc.system = "grpc",
-                    rpc.method = %request.uri().path(),
-                );
-                trace_context::adopt_remote_parent(&span, request.headers());
-                span
-            })
+            .trace_fn(request_span)
             .layer(GrpcMetricsLayer)
             .layer(auth)
             .add_routes(routes)
@@ -143,6 +144,48 @@ impl GrpcServer {
             }
         }
         Ok(())
+    }
+}
+
+/// The span of one RPC, continuing the caller's trace.
+fn request_span<B>(request: &http::Request<B>) -> tracing::Span {
+    let span = tracing::info_span!(
+        "grpc.request",
+        otel.kind = "server",
+        rpc.system = "grpc",
+        rpc.method = %request.uri().path(),
+    );
+    trace_context::adopt_remote_parent(&span, request.headers());
+    span
+}
+
+/// Runs each in-memory call inside its RPC span, as `trace_fn` does for the network.
+#[derive(Clone)]
+struct Traced<S> {
+    inner: S,
+}
+
+impl<S> tower::Service<http::Request<Body>> for Traced<S>
+where
+    S: tower::Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<http::Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        use tracing::Instrument as _;
+        let span = request_span(&request);
+        let future = {
+            let _entered = span.enter();
+            self.inner.call(request)
+        };
+        Box::pin(future.instrument(span))
     }
 }
 

@@ -19,7 +19,7 @@ use axum::routing::MethodRouter;
 use noema_proto::identity::v1::diary_service_client::DiaryServiceClient;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
-use noema_runtime::client::{ClientOptions, TracedChannel, channel};
+use noema_runtime::client::{ClientOptions, LocalService, TracedChannel, channel, local_channel};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic_health::pb::health_client::HealthClient;
@@ -70,6 +70,35 @@ impl GatewayState {
                 ),
             ],
         })
+    }
+}
+
+impl GatewayState {
+    /// Calls the services this process hosts (`identity`, `ledger`) in memory through
+    /// `local`, their server stack, instead of over loopback. Health checks stay on the
+    /// network so readiness still means the gRPC listener answers.
+    pub fn in_process(
+        mut self,
+        local: &LocalService,
+        identity: bool,
+        ledger: bool,
+        config: &GatewayConfig,
+    ) -> Self {
+        let options = ClientOptions {
+            request_timeout: config.request_timeout,
+            ..ClientOptions::default()
+        };
+        if identity {
+            let channel = local_channel(local.clone(), options);
+            self.identity = IdentityServiceClient::new(channel.clone());
+            self.diary = DiaryServiceClient::new(channel);
+        }
+        if ledger {
+            self.ledger = LedgerServiceClient::new(local_channel(local.clone(), options))
+                .max_decoding_message_size(noema_ledger_message_limit())
+                .max_encoding_message_size(noema_ledger_message_limit());
+        }
+        self
     }
 }
 

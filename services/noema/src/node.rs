@@ -91,6 +91,7 @@ impl Node {
             .collect();
         let mut grpc_addr = None;
         let mut created_owner_token = None;
+        let mut local_service = None;
         if !grpc_roles.is_empty() {
             let addr = config.grpc_addr()?;
             let listener = bind("server.grpc_addr", addr).await?;
@@ -162,6 +163,7 @@ impl Node {
                     shutdown.clone(),
                 ));
             }
+            local_service = Some(server.local_service());
             tracing::info!(addr = ?grpc_addr, services = ?server.service_names(), "gRPC listening");
             let token = shutdown.clone();
             tasks.spawn(async move {
@@ -204,7 +206,17 @@ impl Node {
                 request_timeout: Duration::from_secs(config.gateway.request_timeout_secs),
                 max_body_bytes: config.gateway.max_body_bytes,
             };
-            let state = noema_gateway::GatewayState::connect(&gateway_config)?;
+            let mut state = noema_gateway::GatewayState::connect(&gateway_config)?;
+            if let Some(local) = &local_service {
+                // Only services this process serves, and only where no endpoint was set
+                // explicitly (an operator's endpoint wins).
+                state = state.in_process(
+                    local,
+                    roles.contains(&Role::Identity) && config.endpoints.identity.is_empty(),
+                    roles.contains(&Role::Ledger) && config.endpoints.ledger.is_empty(),
+                    &gateway_config,
+                );
+            }
             let router = noema_gateway::router(state, &gateway_config);
             let listener = bind("server.http_addr", config.http_addr()?).await?;
             http_addr = listener.local_addr().ok();

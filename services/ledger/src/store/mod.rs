@@ -116,6 +116,9 @@ pub struct LedgerStore {
     sqlite_writer: Arc<tokio::sync::Mutex<()>>,
     /// The group-commit writer, started on the first write.
     writer: Arc<OnceLock<GroupWriter>>,
+    /// Canonical rows by id. Rows are immutable and never deleted, so a cached row is
+    /// never stale; only rows that exist are cached (a miss may be written any moment).
+    canonicals: Arc<quick_cache::sync::Cache<String, Arc<CanonicalObject>>>,
     /// The mode last read or set here, for the early STOPPED check that precedes
     /// validation. Only a hint: every write re-checks the mode inside its transaction.
     mode_hint: Arc<Mutex<Option<(SystemMode, Instant)>>>,
@@ -124,6 +127,8 @@ pub struct LedgerStore {
 /// How long the mode hint is trusted. Another replica's Stop reaches this one's early check
 /// within this time (and its transactions at once).
 const MODE_HINT_TTL: Duration = Duration::from_secs(1);
+/// Canonical rows kept in memory (about 0.5 KiB each without metadata).
+const CACHED_CANONICALS: usize = 16_384;
 
 macro_rules! dispatch {
     ($self:ident, $func:ident ( $($arg:expr),* )) => {
@@ -141,6 +146,7 @@ impl LedgerStore {
             sqlite_writer: Arc::new(tokio::sync::Mutex::new(())),
             writer: Arc::new(OnceLock::new()),
             mode_hint: Arc::new(Mutex::new(None)),
+            canonicals: Arc::new(quick_cache::sync::Cache::new(CACHED_CANONICALS)),
         }
     }
 
@@ -224,7 +230,10 @@ impl LedgerStore {
                 object: object.clone(),
                 submitted_by: submitted_by.to_owned(),
             })
-            .await
+            .await?;
+        self.canonicals
+            .insert(object.id.clone(), Arc::new(object.clone()));
+        Ok(())
     }
 
     /// Commits `writes` as one group (what the writer does with each batch), answering
@@ -235,7 +244,15 @@ impl LedgerStore {
     }
 
     pub async fn get_canonical(&self, id: &str) -> Result<Option<CanonicalObject>, LedgerError> {
-        dispatch!(self, get_canonical(id))
+        if let Some(object) = self.canonicals.get(id) {
+            return Ok(Some(CanonicalObject::clone(&object)));
+        }
+        let found: Option<CanonicalObject> = dispatch!(self, get_canonical(id))?;
+        if let Some(object) = &found {
+            self.canonicals
+                .insert(object.id.clone(), Arc::new(object.clone()));
+        }
+        Ok(found)
     }
 
     #[tracing::instrument(skip_all)]
