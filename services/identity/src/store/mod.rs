@@ -122,9 +122,9 @@ impl IdentityStore {
         actor: &str,
         now: OffsetDateTime,
     ) -> Result<(), IdentityError> {
-        let written = dispatch!(self, insert_token(token, actor, now))?;
+        dispatch!(self, insert_token(token, actor, now))?;
         crate::auth::token_written();
-        Ok(written)
+        Ok(())
     }
 
     pub async fn token_by_sha256(
@@ -167,9 +167,9 @@ impl IdentityStore {
         actor: &str,
         now: OffsetDateTime,
     ) -> Result<(), IdentityError> {
-        let written = dispatch!(self, rotate_token(old, new, reason, actor, now))?;
+        dispatch!(self, rotate_token(old, new, reason, actor, now))?;
         crate::auth::token_written();
-        Ok(written)
+        Ok(())
     }
 
     pub async fn ensure_owner(
