@@ -7,7 +7,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use noema_store::object::faulty::{InjectedFault, STICKY};
-use noema_store::object::{self, FaultyObjectStore, ObjectError, ObjectStore, conformance};
+use noema_store::object::file::read_content_type_xattr;
+use noema_store::object::{
+    self, ContentTypeStorage, FaultyObjectStore, FileObjectStore, FileStoreOptions, ObjectError,
+    ObjectStore, conformance,
+};
 
 fn scratch(what: &str) -> String {
     format!("{what}-{}", uuid::Uuid::new_v4().simple())
@@ -75,8 +79,37 @@ fn files_under(dir: &std::path::Path) -> Vec<String> {
     out
 }
 
+/// A file store that keeps content types the given way. `Xattr` fails loudly where the
+/// temp directory's file system has no user extended attributes.
+async fn file_store_with(
+    content_types: ContentTypeStorage,
+) -> (tempfile::TempDir, FileObjectStore) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = FileStoreOptions {
+        content_types: Some(content_types),
+    };
+    let store = FileObjectStore::open_with(dir.path(), options)
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "open a file store keeping content types as {content_types:?} in {}: {e:?} \
+                 (the xattr tests need a temp directory on a file system with user extended \
+                 attributes, e.g. ext4, xfs, btrfs, tmpfs on Linux >= 6.6)",
+                dir.path().display()
+            )
+        });
+    assert_eq!(store.content_type_storage(), content_types);
+    (dir, store)
+}
+
+/// The content type attribute of a file, if any.
+fn xattr_of(path: &std::path::Path) -> Option<String> {
+    read_content_type_xattr(&std::fs::File::open(path).expect("open")).expect("read xattr")
+}
+
 #[tokio::test]
 async fn file_backend_conformance() {
+    // The default: what `file://` URLs open (xattrs on the file systems tests run on).
     let (dir, store) = file_store().await;
     conformance::run_all(store, &scratch("conformance")).await;
     assert!(
@@ -84,6 +117,25 @@ async fn file_backend_conformance() {
         "temp files left behind: {:?}",
         files_under(&dir.path().join("tmp"))
     );
+}
+
+#[tokio::test]
+async fn file_backend_conformance_with_xattrs() {
+    let (dir, store) = file_store_with(ContentTypeStorage::Xattr).await;
+    conformance::run_all(Arc::new(store), &scratch("conformance")).await;
+    assert!(files_under(&dir.path().join("tmp")).is_empty());
+    assert!(
+        files_under(&dir.path().join("meta")).is_empty(),
+        "content types went to meta files: {:?}",
+        files_under(&dir.path().join("meta"))
+    );
+}
+
+#[tokio::test]
+async fn file_backend_conformance_with_meta_files() {
+    let (dir, store) = file_store_with(ContentTypeStorage::MetaFiles).await;
+    conformance::run_all(Arc::new(store), &scratch("conformance")).await;
+    assert!(files_under(&dir.path().join("tmp")).is_empty());
 }
 
 #[tokio::test]
@@ -209,8 +261,8 @@ async fn open_rejects_unknown_urls_with_the_accepted_forms() {
 }
 
 #[tokio::test]
-async fn file_store_layout_is_raw_bytes_and_a_separate_meta_tree() {
-    let (dir, store) = file_store().await;
+async fn file_store_layout_is_raw_bytes_with_the_content_type_in_an_xattr() {
+    let (dir, store) = file_store_with(ContentTypeStorage::Xattr).await;
     let key = "canonical/observation/2026/04/14/sha256:00ff.json";
     store
         .put(key, Bytes::from_static(b"{\"x\":1}"), "application/json")
@@ -225,10 +277,13 @@ async fn file_store_layout_is_raw_bytes_and_a_separate_meta_tree() {
         )
         .await
         .expect("put .meta key");
-    let raw = std::fs::read(dir.path().join("objects").join(key)).expect("raw object file");
-    assert_eq!(raw, b"{\"x\":1}");
-    let ct = std::fs::read_to_string(dir.path().join("meta").join(key)).expect("meta file");
-    assert_eq!(ct, "application/json");
+    let object = dir.path().join("objects").join(key);
+    assert_eq!(
+        std::fs::read(&object).expect("raw object file"),
+        b"{\"x\":1}"
+    );
+    assert_eq!(xattr_of(&object).as_deref(), Some("application/json"));
+    assert!(files_under(&dir.path().join("meta")).is_empty());
     assert!(files_under(&dir.path().join("tmp")).is_empty());
     let head = store.head(key).await.expect("head").expect("exists");
     assert_eq!(head.content_type.as_deref(), Some("application/json"));
@@ -238,8 +293,156 @@ async fn file_store_layout_is_raw_bytes_and_a_separate_meta_tree() {
 }
 
 #[tokio::test]
+async fn file_store_layout_is_raw_bytes_and_a_separate_meta_tree_without_xattrs() {
+    let (dir, store) = file_store_with(ContentTypeStorage::MetaFiles).await;
+    let key = "canonical/observation/2026/04/14/sha256:00ff.json";
+    store
+        .put(key, Bytes::from_static(b"{\"x\":1}"), "application/json")
+        .await
+        .expect("put");
+    let object = dir.path().join("objects").join(key);
+    assert_eq!(
+        std::fs::read(&object).expect("raw object file"),
+        b"{\"x\":1}"
+    );
+    assert_eq!(xattr_of(&object), None);
+    let ct = std::fs::read_to_string(dir.path().join("meta").join(key)).expect("meta file");
+    assert_eq!(ct, "application/json");
+    assert!(files_under(&dir.path().join("tmp")).is_empty());
+    let head = store.head(key).await.expect("head").expect("exists");
+    assert_eq!(head.content_type.as_deref(), Some("application/json"));
+}
+
+/// Stores written by earlier versions keep their content types in meta files: reads still
+/// find them, a put with a type replaces them (the xattr wins; the stale file goes), and a put
+/// without one removes them.
+#[tokio::test]
+async fn file_store_reads_and_replaces_meta_files_of_earlier_versions() {
+    let (dir, store) = file_store_with(ContentTypeStorage::Xattr).await;
+    let root = dir.path();
+    for key in ["old/a", "old/b", "old/c"] {
+        std::fs::create_dir_all(root.join("objects/old")).expect("mkdir");
+        std::fs::create_dir_all(root.join("meta/old")).expect("mkdir");
+        std::fs::write(root.join("objects").join(key), b"old bytes").expect("object");
+        std::fs::write(root.join("meta").join(key), b"text/csv").expect("meta");
+    }
+    let head = store.head("old/a").await.expect("head").expect("exists");
+    assert_eq!(head.content_type.as_deref(), Some("text/csv"));
+    let got = store.get("old/a").await.expect("get");
+    assert_eq!(got.meta.content_type.as_deref(), Some("text/csv"));
+    assert_eq!(got.bytes().await.expect("bytes").as_ref(), b"old bytes");
+
+    store
+        .put("old/b", Bytes::from_static(b"new"), "application/json")
+        .await
+        .expect("put with a type");
+    let head = store.head("old/b").await.expect("head").expect("exists");
+    assert_eq!(head.content_type.as_deref(), Some("application/json"));
+    assert!(
+        !root.join("meta/old/b").exists(),
+        "the stale meta file stayed"
+    );
+
+    store
+        .put("old/c", Bytes::from_static(b"new"), "")
+        .await
+        .expect("put without a type");
+    let head = store.head("old/c").await.expect("head").expect("exists");
+    assert_eq!(head.content_type, None, "the old meta file's type survived");
+    assert!(!root.join("meta/old/c").exists());
+
+    store.delete("old/a").await.expect("delete");
+    assert!(
+        !root.join("meta/old/a").exists(),
+        "delete left the meta file"
+    );
+    assert!(store.head("old/a").await.expect("head").is_none());
+}
+
+/// A meta file next to an object with the attribute (left by a crash, or by a version that
+/// wrote meta files) never overrides it.
+#[tokio::test]
+async fn file_store_xattr_wins_over_a_stale_meta_file() {
+    let (dir, store) = file_store_with(ContentTypeStorage::Xattr).await;
+    store
+        .put("x/k", Bytes::from_static(b"1"), "application/json")
+        .await
+        .expect("put");
+    std::fs::create_dir_all(dir.path().join("meta/x")).expect("mkdir");
+    std::fs::write(dir.path().join("meta/x/k"), b"text/plain").expect("stale meta");
+    let head = store.head("x/k").await.expect("head").expect("exists");
+    assert_eq!(head.content_type.as_deref(), Some("application/json"));
+    let got = store.get("x/k").await.expect("get");
+    assert_eq!(got.meta.content_type.as_deref(), Some("application/json"));
+}
+
+/// Content types too large for an attribute (ext4 keeps one within a block; Linux refuses
+/// values over 64 KiB) are kept in a meta file instead.
+#[tokio::test]
+async fn file_store_keeps_content_types_too_large_for_an_xattr() {
+    let (_dir, store) = file_store_with(ContentTypeStorage::Xattr).await;
+    for (key, len) in [("big/1k", 1_000), ("big/5k", 5_000), ("big/70k", 70_000)] {
+        let content_type = format!("application/x-{}", "a".repeat(len));
+        store
+            .put(key, Bytes::from_static(b"body"), &content_type)
+            .await
+            .expect("put");
+        let head = store.head(key).await.expect("head").expect("exists");
+        assert_eq!(head.content_type.as_ref(), Some(&content_type), "{key}");
+        // Back to a small type: the large one's meta file must not win.
+        store
+            .put(key, Bytes::from_static(b"body"), "text/plain")
+            .await
+            .expect("put");
+        let head = store.head(key).await.expect("head").expect("exists");
+        assert_eq!(head.content_type.as_deref(), Some("text/plain"), "{key}");
+    }
+}
+
+#[tokio::test]
+async fn file_store_concurrent_puts_into_one_directory() {
+    for content_types in [ContentTypeStorage::Xattr, ContentTypeStorage::MetaFiles] {
+        let (dir, store) = file_store_with(content_types).await;
+        let keys: Vec<String> = (0..64)
+            .map(|i| format!("canonical/observation/2026/04/14/{i}.json"))
+            .collect();
+        let puts = keys.iter().map(|k| {
+            store.put(
+                k,
+                Bytes::from(k.clone().into_bytes()),
+                if k.ends_with("7.json") {
+                    ""
+                } else {
+                    "application/json"
+                },
+            )
+        });
+        for r in futures::future::join_all(puts).await {
+            r.expect("concurrent put");
+        }
+        for k in &keys {
+            let got = store.get(k).await.expect("get");
+            let want = if k.ends_with("7.json") {
+                None
+            } else {
+                Some("application/json")
+            };
+            assert_eq!(got.meta.content_type.as_deref(), want, "{k}");
+            assert_eq!(got.bytes().await.expect("bytes").as_ref(), k.as_bytes());
+        }
+        assert!(files_under(&dir.path().join("tmp")).is_empty());
+    }
+}
+
+#[tokio::test]
 async fn file_store_put_without_content_type_has_none() {
-    let (_dir, store) = file_store().await;
+    for content_types in [ContentTypeStorage::Xattr, ContentTypeStorage::MetaFiles] {
+        let (_dir, store) = file_store_with(content_types).await;
+        put_twice_without_content_type(&store).await;
+    }
+}
+
+async fn put_twice_without_content_type(store: &FileObjectStore) {
     store
         .put("k", Bytes::from_static(b"1"), "text/plain")
         .await

@@ -10,6 +10,14 @@
 //!
 //! Restore checks the whole manifest first, then copies into a data directory that must be
 //! empty or absent: it never merges into, or overwrites, live data.
+//!
+//! Content types: the file object store keeps an object's content type in an extended
+//! attribute of its file (`user.noema.content_type`), which a file-by-file copy would drop. A
+//! backup writes each one as the store's `meta/<key>` file instead (the form earlier versions
+//! wrote and that every version reads; it replaces a stale `meta/<key>` the attribute
+//! overrides). So a backup is plain files: the manifest's SHA-256s cover the content types
+//! too, and they survive tools and file systems that drop extended attributes. Restore copies
+//! those files back as they are, and the store reads the types from them.
 
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
@@ -28,6 +36,9 @@ const OBJECTS: &str = "objects";
 const OWNER_TOKEN: &str = "owner.token";
 /// The file object store's directory of in-flight writes: never part of a backup.
 const STORE_TMP: &str = "tmp";
+/// The file object store's directories of object files and of content type files.
+const STORE_OBJECTS: &str = "objects";
+const STORE_META: &str = "meta";
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
@@ -144,17 +155,33 @@ fn is_empty_dir(path: &Path) -> Result<bool, BackupError> {
 
 /// Copies `from` to the new file `to` (mode `mode`), fsyncs it, and returns its entry.
 fn copy_hashed(from: &Path, to: &Path, mode: u32, name: &str) -> Result<FileEntry, BackupError> {
+    let input = std::fs::File::open(from).map_err(io_err(from))?;
+    copy_open_hashed(input, from, to, mode, name)
+}
+
+/// Creates the new file `to` (mode `mode`) and its missing parent directories.
+fn create_output(to: &Path, mode: u32) -> Result<std::fs::File, BackupError> {
     use std::os::unix::fs::OpenOptionsExt as _;
     if let Some(dir) = to.parent() {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
     }
-    let mut input = std::fs::File::open(from).map_err(io_err(from))?;
-    let mut output = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(mode)
         .open(to)
-        .map_err(io_err(to))?;
+        .map_err(io_err(to))
+}
+
+/// [`copy_hashed`] from the already open `input` (which is `from`).
+fn copy_open_hashed(
+    mut input: std::fs::File,
+    from: &Path,
+    to: &Path,
+    mode: u32,
+    name: &str,
+) -> Result<FileEntry, BackupError> {
+    let mut output = create_output(to, mode)?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 64 * 1024];
     let mut size = 0u64;
@@ -173,6 +200,73 @@ fn copy_hashed(from: &Path, to: &Path, mode: u32, name: &str) -> Result<FileEntr
         size,
         sha256: hex(&hasher.finalize()),
     })
+}
+
+/// Writes `data` to the new file `to` (mode `mode`), fsyncs it, and returns its entry.
+fn write_hashed(data: &[u8], to: &Path, mode: u32, name: &str) -> Result<FileEntry, BackupError> {
+    let mut output = create_output(to, mode)?;
+    output.write_all(data).map_err(io_err(to))?;
+    output.sync_all().map_err(io_err(to))?;
+    Ok(FileEntry {
+        path: name.to_owned(),
+        size: data.len() as u64,
+        sha256: hex(&Sha256::digest(data)),
+    })
+}
+
+/// Copies the file object store rooted at `store` into `out/objects/`, each content type kept
+/// in an object file's attribute as a `meta/<key>` file (see the module documentation).
+fn copy_object_store(store: &Path, out: &Path) -> Result<Vec<FileEntry>, BackupError> {
+    let mut copied = Vec::new();
+    let files = walk(store)?;
+    let object_prefix = format!("{STORE_OBJECTS}/");
+    let meta_prefix = format!("{STORE_META}/");
+    // Object files first: they say which meta files their attributes override.
+    let (objects, others): (Vec<&String>, Vec<&String>) = files
+        .iter()
+        .partition(|relative| relative.starts_with(&object_prefix));
+    let mut content_types = std::collections::BTreeMap::new();
+    for relative in objects {
+        let from = store.join(relative);
+        let input = std::fs::File::open(&from).map_err(io_err(&from))?;
+        let content_type =
+            noema_store::object::file::read_content_type_xattr(&input).map_err(io_err(&from))?;
+        let name = format!("{OBJECTS}/{relative}");
+        copied.push(copy_open_hashed(
+            input,
+            &from,
+            &out.join(&name),
+            0o600,
+            &name,
+        )?);
+        if let (Some(key), Some(content_type)) =
+            (relative.strip_prefix(&object_prefix), content_type)
+        {
+            content_types.insert(format!("{meta_prefix}{key}"), content_type);
+        }
+    }
+    for relative in others {
+        if content_types.contains_key(relative.as_str()) {
+            continue; // overridden by the object's attribute: written below
+        }
+        let name = format!("{OBJECTS}/{relative}");
+        copied.push(copy_hashed(
+            &store.join(relative),
+            &out.join(&name),
+            0o600,
+            &name,
+        )?);
+    }
+    for (relative, content_type) in content_types {
+        let name = format!("{OBJECTS}/{relative}");
+        copied.push(write_hashed(
+            content_type.as_bytes(),
+            &out.join(&name),
+            0o600,
+            &name,
+        )?);
+    }
+    Ok(copied)
 }
 
 fn hash_file(path: &Path) -> Result<(u64, String), BackupError> {
@@ -288,16 +382,7 @@ pub async fn backup(config: &NoemaConfig, out: &Path) -> Result<Manifest, Backup
         out.to_path_buf(),
     );
     let mut copied = blocking(move || {
-        let mut copied = Vec::new();
-        for relative in walk(&objects)? {
-            let name = format!("{OBJECTS}/{relative}");
-            copied.push(copy_hashed(
-                &objects.join(&relative),
-                &out_dir.join(&name),
-                0o600,
-                &name,
-            )?);
-        }
+        let mut copied = copy_object_store(&objects, &out_dir)?;
         if token.is_file() {
             copied.push(copy_hashed(
                 &token,

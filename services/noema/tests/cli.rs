@@ -889,3 +889,79 @@ async fn backup_while_running_then_restore_into_a_new_dir() {
     sigterm(&again.child);
     assert!(wait_exit(&mut again.child, Duration::from_secs(20)).success());
 }
+
+/// Content types survive `noema backup` → `noema restore`: those the store keeps in an
+/// extended attribute (the backup holds them as meta files), those in meta files written by
+/// earlier versions, and the absence of one; an attribute wins over a stale meta file.
+#[tokio::test]
+async fn backup_and_restore_keep_content_types() {
+    use bytes::Bytes;
+    use noema_store::ObjectStore as _;
+    use noema_store::object::{ContentTypeStorage, FileObjectStore};
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = run(noema().args(["migrate", "--data-dir", data.to_str().unwrap()]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let store_root = data.join("objects");
+    let store = FileObjectStore::open(&store_root).await.unwrap();
+    assert_eq!(
+        store.content_type_storage(),
+        ContentTypeStorage::Xattr,
+        "this test needs a temp dir on a file system with user extended attributes"
+    );
+    let typed = "canonical/observation/2026/04/14/sha256:00aa.json";
+    store
+        .put(typed, Bytes::from_static(b"{}"), "application/json")
+        .await
+        .unwrap();
+    store
+        .put("untyped", Bytes::from_static(b"raw"), "")
+        .await
+        .unwrap();
+    // The attribute wins over a stale meta file, in the backup too.
+    store
+        .put("overridden", Bytes::from_static(b"x"), "text/markdown")
+        .await
+        .unwrap();
+    std::fs::write(store_root.join("meta/overridden"), "text/plain").unwrap();
+    // An object written by an earlier version: its type in a meta file only.
+    std::fs::write(store_root.join("objects/legacy"), "a,b").unwrap();
+    std::fs::write(store_root.join("meta/legacy"), "text/csv").unwrap();
+    let expected = [
+        (typed, Some("application/json")),
+        ("untyped", None),
+        ("overridden", Some("text/markdown")),
+        ("legacy", Some("text/csv")),
+    ];
+    for (key, content_type) in expected {
+        let head = store.head(key).await.unwrap().unwrap();
+        assert_eq!(head.content_type.as_deref(), content_type, "{key} before");
+    }
+
+    let backup = dir.path().join("backup");
+    let out = run(noema()
+        .args(["backup", "--out", backup.to_str().unwrap()])
+        .args(["--data-dir", data.to_str().unwrap()]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(backup.join("objects/meta").join(typed)).unwrap(),
+        "application/json",
+        "the backup holds the attribute's content type as a plain file"
+    );
+    assert!(!backup.join("objects/meta/untyped").exists());
+
+    let restored = dir.path().join("restored");
+    let out = run(noema()
+        .args(["restore", "--from", backup.to_str().unwrap()])
+        .args(["--data-dir", restored.to_str().unwrap()]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let store = FileObjectStore::open(restored.join("objects"))
+        .await
+        .unwrap();
+    for (key, content_type) in expected {
+        let head = store.head(key).await.unwrap().unwrap();
+        assert_eq!(head.content_type.as_deref(), content_type, "{key} restored");
+    }
+}

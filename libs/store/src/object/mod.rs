@@ -28,7 +28,7 @@ use futures::{Stream, StreamExt};
 
 pub use error::{ACCEPTED_OBJECT_STORE_URLS, BoxError, ObjectError};
 pub use faulty::FaultyObjectStore;
-pub use file::FileObjectStore;
+pub use file::{ContentTypeStorage, FileObjectStore, FileStoreOptions};
 pub use s3::S3ObjectStore;
 
 use crate::redact::redact_url;
