@@ -57,27 +57,7 @@ macro_rules! audit_queries {
                 now: OffsetDateTime,
             ) -> Result<AuditEntry, AuditError> {
                 let entry = draft.chain(head.0, &head.1, now)?;
-                sqlx::query(
-                    "INSERT INTO audit_log \
-                     (id, occurred_at, actor, action, target_id, target_type, detail, prev_hash, hash) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                )
-                .bind(entry.id)
-                .bind(entry.occurred_at)
-                .bind(&entry.actor)
-                .bind(&entry.action)
-                .bind(&entry.target_id)
-                .bind(&entry.target_type)
-                .bind(entry.detail.clone().map(Json))
-                .bind(&entry.prev_hash)
-                .bind(&entry.hash)
-                .execute(&mut **tx)
-                .await?;
-                sqlx::query("UPDATE audit_head SET last_id = $1, last_hash = $2 WHERE id = 1")
-                    .bind(entry.id)
-                    .bind(&entry.hash)
-                    .execute(&mut **tx)
-                    .await?;
+                insert_chained(tx, std::slice::from_ref(&entry)).await?;
                 Ok(entry)
             }
 
@@ -98,11 +78,21 @@ macro_rules! audit_queries {
                     last_hash.clone_from(&entry.hash);
                     entries.push(entry);
                 }
+                insert_chained(tx, &entries).await?;
+                Ok(entries)
+            }
+
+            /// Inserts `entries`, chained in order after the locked head, and moves the head
+            /// to the last of them.
+            async fn insert_chained(tx: &mut Tx<'_>, entries: &[AuditEntry]) -> Result<(), AuditError> {
+                let Some(last) = entries.last() else {
+                    return Ok(());
+                };
                 let mut insert = sqlx::QueryBuilder::<Db>::new(
                     "INSERT INTO audit_log \
                      (id, occurred_at, actor, action, target_id, target_type, detail, prev_hash, hash) ",
                 );
-                insert.push_values(&entries, |mut row, entry| {
+                insert.push_values(entries, |mut row, entry| {
                     row.push_bind(entry.id)
                         .push_bind(entry.occurred_at)
                         .push_bind(&entry.actor)
@@ -115,11 +105,11 @@ macro_rules! audit_queries {
                 });
                 insert.build().execute(&mut **tx).await?;
                 sqlx::query("UPDATE audit_head SET last_id = $1, last_hash = $2 WHERE id = 1")
-                    .bind(last_id)
-                    .bind(&last_hash)
+                    .bind(last.id)
+                    .bind(&last.hash)
                     .execute(&mut **tx)
                     .await?;
-                Ok(entries)
+                Ok(())
             }
 
             /// Locks the head and appends one entry, inside the caller's transaction.

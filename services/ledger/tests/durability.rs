@@ -236,6 +236,17 @@ async fn stored_bytes_that_change_are_reported_corrupt(postgres: bool) {
     assert_eq!(full.ok(), 0);
 }
 
+/// The whole audit log, after checking its hash chain.
+async fn verified_audit(db: &Database) -> Vec<noema_core::audit::AuditEntry> {
+    let entries = db.audit_oldest_first(0, 1000).await.unwrap();
+    noema_core::audit::verify_chain(0, String::new(), &entries).unwrap();
+    entries
+}
+
+fn count(entries: &[noema_core::audit::AuditEntry], action: &str) -> usize {
+    entries.iter().filter(|e| e.action == action).count()
+}
+
 /// Concurrent writers share group commits: every acknowledged write is a row with its own
 /// audit entry, racing twins of one object yield exactly one success, and the chain holds.
 async fn concurrent_writes_are_group_committed_and_all_kept(postgres: bool) {
@@ -272,14 +283,9 @@ async fn concurrent_writes_are_group_committed_and_all_kept(postgres: bool) {
         .await
         .unwrap();
     assert_eq!(rows.len(), 65);
-    let entries = rig.db.audit_oldest_first(0, 1000).await.unwrap();
-    noema_core::audit::verify_chain(0, String::new(), &entries).unwrap();
-    let created: Vec<_> = entries
-        .iter()
-        .filter(|e| e.action == "create_canonical")
-        .collect();
+    let entries = verified_audit(&rig.db).await;
     assert_eq!(
-        created.len(),
+        count(&entries, "create_canonical"),
         65,
         "one audit entry per row, none for duplicates"
     );
@@ -346,14 +352,13 @@ async fn a_failing_write_does_not_fail_its_batch(postgres: bool) {
     assert!(outcomes[0].is_ok() && outcomes[1].is_ok());
     assert!(matches!(outcomes[2], Err(LedgerError::DuplicateCanonical)));
 
-    let entries = rig.db.audit_oldest_first(0, 1000).await.unwrap();
-    noema_core::audit::verify_chain(0, String::new(), &entries).unwrap();
-    let created: Vec<_> = entries
-        .iter()
-        .filter(|e| e.action == "create_canonical")
-        .collect();
-    assert_eq!(created.len(), 5, "one entry per inserted row");
-    assert!(!entries.iter().any(|e| e.action == "create_reference"));
+    let entries = verified_audit(&rig.db).await;
+    assert_eq!(
+        count(&entries, "create_canonical"),
+        5,
+        "one entry per inserted row"
+    );
+    assert_eq!(count(&entries, "create_reference"), 0);
 }
 
 macro_rules! on_both_backends {

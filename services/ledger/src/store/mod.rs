@@ -103,10 +103,6 @@ impl Write {
     }
 }
 
-pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
-}
-
 #[derive(Debug, Clone)]
 pub struct LedgerStore {
     db: Database,

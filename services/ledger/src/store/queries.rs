@@ -16,7 +16,7 @@ macro_rules! backend_queries {
             use crate::error::LedgerError;
             use std::collections::HashSet;
 
-            use crate::store::{Page, Query, Write, is_unique_violation};
+            use crate::store::{Page, Query, Write};
 
             type Db = $db;
             type Pool = sqlx::Pool<Db>;
@@ -88,41 +88,6 @@ macro_rules! backend_queries {
                         "submitted_by": submitted_by,
                     })),
                 }
-            }
-
-            /// Inserts the ledger row and its audit entry in one transaction, after
-            /// checking the mode inside it.
-            pub async fn insert_canonical(
-                pool: &Pool,
-                object: &CanonicalObject,
-                submitted_by: &str,
-            ) -> Result<(), LedgerError> {
-                let mut tx = pool.begin().await?;
-                require_running(&mut tx).await?;
-                let inserted = sqlx::query(
-                    "INSERT INTO canonical_objects (id, object_type, content_type, size_bytes, created_by, \
-                     created_at, created_at_text, storage_path, metadata, recorded_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                )
-                .bind(&object.id)
-                .bind(&object.object_type)
-                .bind(&object.content_type)
-                .bind(object.size_bytes)
-                .bind(&object.created_by)
-                .bind(unix(object.created_at))
-                .bind(&object.created_at_text)
-                .bind(&object.storage_path)
-                .bind(object.metadata.clone().map(Json))
-                .bind(object.recorded_at)
-                .execute(&mut *tx)
-                .await;
-                match inserted {
-                    Err(err) if is_unique_violation(&err) => return Err(LedgerError::DuplicateCanonical),
-                    other => other?,
-                };
-                audit::append(&mut tx, canonical_audit(object, submitted_by), object.recorded_at).await?;
-                tx.commit().await?;
-                Ok(())
             }
 
             /// A group commit: every write of `writes` in one transaction that checks the
@@ -313,44 +278,6 @@ macro_rules! backend_queries {
                     metadata: metadata.map(|m| m.0),
                     recorded_at: row.try_get("recorded_at")?,
                 })
-            }
-
-            pub async fn insert_reference(
-                pool: &Pool,
-                reference: &AgentReference,
-                public_key: &str,
-                submitted_by: &str,
-            ) -> Result<(), LedgerError> {
-                let mut tx = pool.begin().await?;
-                require_running(&mut tx).await?;
-                let inserted = sqlx::query(
-                    "INSERT INTO agent_references (id, canonical_object_id, agent_id, created_at, \
-                     signed_created_at, context, relevance, trust_weight, time_horizon, signature, \
-                     public_key, metadata, recorded_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                )
-                .bind(&reference.id)
-                .bind(&reference.canonical_object_id)
-                .bind(&reference.agent_id)
-                .bind(unix(reference.created_at))
-                .bind(&reference.signed_created_at)
-                .bind(&reference.context)
-                .bind(reference.relevance)
-                .bind(reference.trust_weight)
-                .bind(&reference.time_horizon)
-                .bind(&reference.signature)
-                .bind(public_key)
-                .bind(reference.metadata.clone().map(Json))
-                .bind(reference.recorded_at)
-                .execute(&mut *tx)
-                .await;
-                match inserted {
-                    Err(err) if is_unique_violation(&err) => return Err(LedgerError::DuplicateReference),
-                    other => other?,
-                };
-                audit::append(&mut tx, reference_audit(reference, submitted_by), reference.recorded_at).await?;
-                tx.commit().await?;
-                Ok(())
             }
 
             pub async fn list_references(

@@ -93,37 +93,19 @@ pub(super) async fn commit(db: &Database, writes: &[Write]) -> Vec<Result<(), Le
     }
 }
 
+/// One write in its own transaction: a batch of one.
 async fn commit_one(db: &Database, write: &Write) -> Result<(), LedgerError> {
-    match (db, write) {
-        (
-            Database::Sqlite(pool),
-            Write::Canonical {
-                object,
-                submitted_by,
-            },
-        ) => queries::sqlite::insert_canonical(pool, object, submitted_by).await,
-        (
-            Database::Postgres(pool),
-            Write::Canonical {
-                object,
-                submitted_by,
-            },
-        ) => queries::postgres::insert_canonical(pool, object, submitted_by).await,
-        (
-            Database::Sqlite(pool),
-            Write::Reference {
-                reference,
-                public_key,
-                submitted_by,
-            },
-        ) => queries::sqlite::insert_reference(pool, reference, public_key, submitted_by).await,
-        (
-            Database::Postgres(pool),
-            Write::Reference {
-                reference,
-                public_key,
-                submitted_by,
-            },
-        ) => queries::postgres::insert_reference(pool, reference, public_key, submitted_by).await,
-    }
+    let batch = match db {
+        Database::Sqlite(pool) => {
+            queries::sqlite::insert_batch(pool, std::slice::from_ref(write)).await
+        }
+        Database::Postgres(pool) => {
+            queries::postgres::insert_batch(pool, std::slice::from_ref(write)).await
+        }
+    };
+    batch?.pop().unwrap_or_else(|| {
+        Err(LedgerError::Corrupt(
+            "a batch of one write gave no outcome".into(),
+        ))
+    })
 }
