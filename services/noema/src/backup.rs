@@ -330,6 +330,32 @@ fn fsync_dir(path: &Path) -> Result<(), BackupError> {
         .map_err(io_err(path))
 }
 
+/// Every directory above `files`, deepest first: the order in which to `fsync` them so the
+/// entries of the files, and of any directories created for them, survive a crash.
+fn directories_above<'a>(files: impl IntoIterator<Item = &'a Path>) -> Vec<PathBuf> {
+    let mut dirs = std::collections::BTreeSet::new();
+    for file in files {
+        dirs.extend(
+            file.ancestors()
+                .skip(1)
+                .filter(|dir| !dir.as_os_str().is_empty())
+                .map(Path::to_path_buf),
+        );
+    }
+    let mut dirs: Vec<PathBuf> = dirs.into_iter().collect();
+    dirs.sort_by_key(|dir| std::cmp::Reverse(dir.components().count()));
+    dirs
+}
+
+/// Makes the entries of `files` (already `fsync`ed themselves) durable.
+fn fsync_directories_above<'a>(
+    files: impl IntoIterator<Item = &'a Path>,
+) -> Result<(), BackupError> {
+    directories_above(files)
+        .iter()
+        .try_for_each(|dir| fsync_dir(dir))
+}
+
 /// Writes a backup of the embedded default described by `config` into `out` (new or
 /// empty), while Noema may be running. Returns the manifest written.
 pub async fn backup(config: &NoemaConfig, out: &Path) -> Result<Manifest, BackupError> {
@@ -407,7 +433,19 @@ pub async fn backup(config: &NoemaConfig, out: &Path) -> Result<Manifest, Backup
         reason: e.to_string(),
     })?;
     let out_dir = out.to_path_buf();
+    let written: Vec<PathBuf> = manifest.files.iter().map(|f| out.join(&f.path)).collect();
     blocking(move || {
+        // Snapshots are written by SQLite; make them durable like the copied files, then
+        // every directory entry on the way to them.
+        for path in written
+            .iter()
+            .filter(|p| p.starts_with(out_dir.join(DATABASES)))
+        {
+            std::fs::File::open(path)
+                .and_then(|f| f.sync_all())
+                .map_err(io_err(path))?;
+        }
+        fsync_directories_above(written.iter().map(PathBuf::as_path))?;
         // The manifest last: a backup without one is visibly incomplete.
         let path = out_dir.join(MANIFEST);
         let mut file = std::fs::File::create_new(&path).map_err(io_err(&path))?;
@@ -487,6 +525,7 @@ pub async fn restore(config: &NoemaConfig, from: &Path) -> Result<Manifest, Back
             }
         }
         std::fs::create_dir_all(&data_dir).map_err(io_err(&data_dir))?;
+        let mut restored = Vec::with_capacity(manifest.files.len());
         for entry in &manifest.files {
             let source = from.join(safe_relative(&entry.path).unwrap_or_default());
             let dest = if let Some(service) = entry
@@ -521,7 +560,9 @@ pub async fn restore(config: &NoemaConfig, from: &Path) -> Result<Manifest, Back
                     reason: "changed while it was being restored".into(),
                 });
             }
+            restored.push(dest);
         }
+        fsync_directories_above(restored.iter().map(PathBuf::as_path))?;
         fsync_dir(&data_dir)?;
         Ok(manifest)
     })
@@ -534,4 +575,35 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| BackupError::Task(e.to_string()))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directories_are_synced_deepest_first_and_once() {
+        let files = [
+            Path::new("/b/objects/canonical/x/1.json"),
+            Path::new("/b/objects/canonical/x/2.json"),
+            Path::new("/b/databases/ledger.db"),
+        ];
+        let dirs = directories_above(files);
+        let expect = |p: &str| dirs.iter().position(|d| d == Path::new(p));
+        for dir in [
+            "/b/objects/canonical/x",
+            "/b/objects/canonical",
+            "/b/objects",
+            "/b/databases",
+            "/b",
+            "/",
+        ] {
+            assert!(expect(dir).is_some(), "{dir} missing from {dirs:?}");
+        }
+        assert_eq!(dirs.len(), 6, "each directory once: {dirs:?}");
+        assert!(expect("/b/objects/canonical/x") < expect("/b/objects"));
+        assert!(expect("/b/objects") < expect("/b"));
+        assert!(expect("/b/databases") < expect("/b"));
+        assert_eq!(dirs.last().map(PathBuf::as_path), Some(Path::new("/")));
+    }
 }
