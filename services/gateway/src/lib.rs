@@ -47,18 +47,13 @@ pub struct GatewayState {
 
 impl GatewayState {
     pub fn connect(config: &GatewayConfig) -> Result<Self, noema_runtime::client::ClientError> {
-        let options = ClientOptions {
-            request_timeout: config.request_timeout,
-            ..ClientOptions::default()
-        };
+        let options = client_options(config);
         let identity_channel = channel("identity", &config.identity_endpoint, options)?;
         let ledger_channel = channel("ledger", &config.ledger_endpoint, options)?;
         Ok(GatewayState {
             identity: IdentityServiceClient::new(identity_channel.clone()),
             diary: DiaryServiceClient::new(identity_channel.clone()),
-            ledger: LedgerServiceClient::new(ledger_channel.clone())
-                .max_decoding_message_size(noema_ledger_message_limit())
-                .max_encoding_message_size(noema_ledger_message_limit()),
+            ledger: ledger_client(ledger_channel.clone()),
             health: vec![
                 (
                     "noema.identity.v1.IdentityService",
@@ -71,9 +66,7 @@ impl GatewayState {
             ],
         })
     }
-}
 
-impl GatewayState {
     /// Calls the services this process hosts (`identity`, `ledger`) in memory through
     /// `local`, their server stack, instead of over loopback. Health checks stay on the
     /// network so readiness still means the gRPC listener answers.
@@ -84,22 +77,30 @@ impl GatewayState {
         ledger: bool,
         config: &GatewayConfig,
     ) -> Self {
-        let options = ClientOptions {
-            request_timeout: config.request_timeout,
-            ..ClientOptions::default()
-        };
+        let options = client_options(config);
         if identity {
             let channel = local_channel(local.clone(), options);
             self.identity = IdentityServiceClient::new(channel.clone());
             self.diary = DiaryServiceClient::new(channel);
         }
         if ledger {
-            self.ledger = LedgerServiceClient::new(local_channel(local.clone(), options))
-                .max_decoding_message_size(noema_ledger_message_limit())
-                .max_encoding_message_size(noema_ledger_message_limit());
+            self.ledger = ledger_client(local_channel(local.clone(), options));
         }
         self
     }
+}
+
+fn client_options(config: &GatewayConfig) -> ClientOptions {
+    ClientOptions {
+        request_timeout: config.request_timeout,
+        ..ClientOptions::default()
+    }
+}
+
+fn ledger_client(channel: TracedChannel) -> LedgerServiceClient<TracedChannel> {
+    LedgerServiceClient::new(channel)
+        .max_decoding_message_size(noema_ledger_message_limit())
+        .max_encoding_message_size(noema_ledger_message_limit())
 }
 
 /// Largest ledger message (a 16 MiB payload and its fields), as the ledger allows.

@@ -23,7 +23,7 @@ use crate::store::IdentityStore;
 /// Token writes committed by this process. Process-wide rather than per database because
 /// the stores that write tokens and the authenticator are separate values over one pool;
 /// a bump from an unrelated database only costs one extra read.
-pub(crate) static TOKEN_WRITES: AtomicU64 = AtomicU64::new(0);
+static TOKEN_WRITES: AtomicU64 = AtomicU64::new(0);
 
 /// Past this many cached tokens, stale entries are swept on insert.
 const CACHE_SWEEP_AT: usize = 10_000;

@@ -19,8 +19,6 @@ mod writer;
 
 use writer::GroupWriter;
 
-pub use writer::MAX_BATCH;
-
 /// Schema migrations for the ledger, per backend.
 pub static MIGRATIONS: noema_store::Migrations = noema_store::Migrations {
     service: "ledger",

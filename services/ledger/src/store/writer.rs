@@ -20,7 +20,7 @@ use crate::error::LedgerError;
 
 /// Most writes in one transaction. Bounds bind parameters (13 per reference) and the time
 /// the SQLite write lock is held.
-pub const MAX_BATCH: usize = 256;
+const MAX_BATCH: usize = 256;
 /// Writes waiting for the writer before callers wait to hand theirs over.
 const QUEUE: usize = 4 * MAX_BATCH;
 
