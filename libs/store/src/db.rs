@@ -387,6 +387,10 @@ fn sqlite_options(
         // reported committed. FULL fsyncs the WAL at every commit: a write we acknowledge is on
         // stable storage, which is the durability rule of the design.
         .synchronous(SqliteSynchronous::Full)
+        // Statement journals and RETURNING's ephemeral tables stay in memory. With the default
+        // (files), every multi-row insert of a group commit spilled a statement journal past
+        // 64 KiB into a new /var/tmp file: created, written, unlinked once per batch.
+        .pragma("temp_store", "MEMORY")
         .foreign_keys(true)
         .busy_timeout(SQLITE_BUSY_TIMEOUT))
 }

@@ -234,7 +234,7 @@ impl LedgerStore {
     /// each: a write that fails alone does not fail the others.
     pub async fn write_batch(&self, writes: &[Write]) -> Vec<Result<(), LedgerError>> {
         let _turn = self.write_turn().await;
-        writer::commit(&self.db, writes).await
+        writer::commit(&mut writer::Session::new(self.db.clone()), writes).await
     }
 
     pub async fn get_canonical(&self, id: &str) -> Result<Option<CanonicalObject>, LedgerError> {

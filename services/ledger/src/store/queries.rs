@@ -95,11 +95,11 @@ macro_rules! backend_queries {
             /// audit chain once (in the order of `writes`). A write whose id exists already,
             /// in the table or earlier in the batch, is skipped and answered as a duplicate.
             /// `Err` means nothing was written.
-            pub async fn insert_batch(
-                pool: &Pool,
+            pub async fn insert_batch<'c>(
+                conn: impl sqlx::Acquire<'c, Database = Db>,
                 writes: &[Write],
             ) -> Result<Vec<Result<(), LedgerError>>, LedgerError> {
-                let mut tx = pool.begin().await?;
+                let mut tx = conn.begin().await?;
                 require_running(&mut tx).await?;
                 let mut outcomes: Vec<Result<(), LedgerError>> = Vec::with_capacity(writes.len());
                 let mut seen = HashSet::new();

@@ -12,6 +12,8 @@
 //! its own error.
 
 use noema_store::Database;
+use sqlx::pool::PoolConnection;
+use sqlx::{Postgres, Sqlite};
 use std::sync::Arc;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
@@ -56,15 +58,16 @@ impl GroupWriter {
 }
 
 async fn run(db: Database, sqlite_writer: Arc<Mutex<()>>, mut incoming: mpsc::Receiver<Pending>) {
+    let mut session = Session::new(db);
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while incoming.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let _turn = match db {
+        let _turn = match session.db {
             Database::Sqlite(_) => Some(sqlite_writer.lock().await),
             Database::Postgres(_) => None,
         };
         let (writes, replies): (Vec<Write>, Vec<_>) =
             batch.drain(..).map(|p| (p.write, p.done)).unzip();
-        let outcomes = commit(&db, &writes).await;
+        let outcomes = commit(&mut session, &writes).await;
         tracing::debug!(writes = writes.len(), "group commit");
         for (reply, outcome) in replies.into_iter().zip(outcomes) {
             // A caller that went away still had its write committed; nobody to tell.
@@ -73,12 +76,72 @@ async fn run(db: Database, sqlite_writer: Arc<Mutex<()>>, mut incoming: mpsc::Re
     }
 }
 
-pub(super) async fn commit(db: &Database, writes: &[Write]) -> Vec<Result<(), LedgerError>> {
-    let batch = match db {
-        Database::Sqlite(pool) => queries::sqlite::insert_batch(pool, writes).await,
-        Database::Postgres(pool) => queries::postgres::insert_batch(pool, writes).await,
-    };
-    match batch {
+/// A connection the writer keeps from one batch to the next. SQLite drops a connection's
+/// page cache whenever another connection has written since its last transaction, so a
+/// writer that took whichever pooled connection was idle read its hot index pages back
+/// from disk on every batch; its own connection keeps them.
+enum Held {
+    Sqlite(PoolConnection<Sqlite>),
+    Postgres(PoolConnection<Postgres>),
+}
+
+/// Where a group of writes is committed: the database and the connection held for it.
+pub(super) struct Session {
+    db: Database,
+    held: Option<Held>,
+}
+
+impl Session {
+    pub fn new(db: Database) -> Self {
+        Session { db, held: None }
+    }
+
+    /// One transaction over `writes` (see `queries::*::insert_batch`). After a failure the
+    /// connection is given back to the pool: it may be the cause, and a fresh one costs one
+    /// acquire.
+    async fn insert_batch(
+        &mut self,
+        writes: &[Write],
+    ) -> Result<Vec<Result<(), LedgerError>>, LedgerError> {
+        let held = match self.held.take() {
+            Some(held) => held,
+            None => match &self.db {
+                Database::Sqlite(pool) => {
+                    let mut conn = pool.acquire().await?;
+                    sqlx::query(WRITER_SQLITE_CACHE).execute(&mut *conn).await?;
+                    Held::Sqlite(conn)
+                }
+                Database::Postgres(pool) => Held::Postgres(pool.acquire().await?),
+            },
+        };
+        let (held, outcome) = match held {
+            Held::Sqlite(mut conn) => {
+                let outcome = queries::sqlite::insert_batch(&mut *conn, writes).await;
+                (Held::Sqlite(conn), outcome)
+            }
+            Held::Postgres(mut conn) => {
+                let outcome = queries::postgres::insert_batch(&mut *conn, writes).await;
+                (Held::Postgres(conn), outcome)
+            }
+        };
+        if outcome.is_ok() {
+            self.held = Some(held);
+        }
+        outcome
+    }
+}
+
+/// The writer's page cache on SQLite, larger than the 2 MiB default: a batch touches one
+/// page per random key in each unique index (ids, storage paths, audit hashes).
+const WRITER_SQLITE_CACHE: &str = "PRAGMA cache_size = -32768";
+
+/// Commits `writes` as one group, answering each; a write that fails alone does not fail
+/// the others.
+pub(super) async fn commit(
+    session: &mut Session,
+    writes: &[Write],
+) -> Vec<Result<(), LedgerError>> {
+    match session.insert_batch(writes).await {
         Ok(outcomes) => outcomes,
         Err(LedgerError::Stopped) => writes.iter().map(|_| Err(LedgerError::Stopped)).collect(),
         Err(err) if writes.len() == 1 => vec![Err(err)],
@@ -86,7 +149,7 @@ pub(super) async fn commit(db: &Database, writes: &[Write]) -> Vec<Result<(), Le
             tracing::warn!(writes = writes.len(), error = %noema_core::ErrorChain(&err), "group commit failed; retrying its writes one by one");
             let mut outcomes = Vec::with_capacity(writes.len());
             for write in writes {
-                outcomes.push(commit_one(db, write).await);
+                outcomes.push(commit_one(session, write).await);
             }
             outcomes
         }
@@ -94,18 +157,14 @@ pub(super) async fn commit(db: &Database, writes: &[Write]) -> Vec<Result<(), Le
 }
 
 /// One write in its own transaction: a batch of one.
-async fn commit_one(db: &Database, write: &Write) -> Result<(), LedgerError> {
-    let batch = match db {
-        Database::Sqlite(pool) => {
-            queries::sqlite::insert_batch(pool, std::slice::from_ref(write)).await
-        }
-        Database::Postgres(pool) => {
-            queries::postgres::insert_batch(pool, std::slice::from_ref(write)).await
-        }
-    };
-    batch?.pop().unwrap_or_else(|| {
-        Err(LedgerError::Corrupt(
-            "a batch of one write gave no outcome".into(),
-        ))
-    })
+async fn commit_one(session: &mut Session, write: &Write) -> Result<(), LedgerError> {
+    session
+        .insert_batch(std::slice::from_ref(write))
+        .await?
+        .pop()
+        .unwrap_or_else(|| {
+            Err(LedgerError::Corrupt(
+                "a batch of one write gave no outcome".into(),
+            ))
+        })
 }
