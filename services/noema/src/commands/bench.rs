@@ -1,6 +1,11 @@
 //! `noema bench ledger`: drives a running Noema over gRPC and REST with N concurrent
 //! clients for a fixed time per operation and prints throughput and latency percentiles
 //! as JSON. Every write is a real, durable write.
+//!
+//! On Linux each phase also reports the CPU time spent per operation, by the server (given
+//! `--server-pid`) and by the bench itself. On a shared or throttled machine throughput moves
+//! with whatever else runs; CPU per operation moves much less, and it shows how much of the
+//! machine the load generator takes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,7 +52,8 @@ pub struct BenchArgs {
     /// Transports to use (comma-separated): grpc, rest.
     #[arg(long, value_delimiter = ',', default_value = "grpc,rest")]
     pub transports: Vec<String>,
-    /// PID of the server, to report its peak resident memory (Linux).
+    /// PID of the server, to report its peak resident memory and CPU time per operation
+    /// (Linux).
     #[arg(long)]
     pub server_pid: Option<u32>,
     #[command(flatten)]
@@ -203,7 +209,10 @@ async fn run_phase(
     transport: &str,
     concurrency: usize,
     duration: Duration,
+    server_pid: Option<u32>,
 ) -> Value {
+    let server_cpu_before = server_pid.and_then(|pid| cpu_seconds(&pid.to_string()));
+    let bench_cpu_before = cpu_seconds("self");
     let deadline = Instant::now() + duration;
     let mut workers = Vec::new();
     for _ in 0..concurrency {
@@ -239,6 +248,13 @@ async fn run_phase(
         }
     }
     let elapsed = started.elapsed().as_secs_f64().max(duration.as_secs_f64());
+    #[allow(clippy::cast_precision_loss)]
+    let per_op = |before: Option<f64>, pid: Option<String>| -> Option<f64> {
+        let used = cpu_seconds(&pid?)? - before?;
+        (!all.is_empty()).then(|| (used / all.len() as f64 * 1e6).round())
+    };
+    let server_cpu = per_op(server_cpu_before, server_pid.map(|p| p.to_string()));
+    let bench_cpu = per_op(bench_cpu_before, Some("self".into()));
     all.sort_unstable();
     #[allow(clippy::cast_precision_loss)]
     let throughput = all.len() as f64 / elapsed;
@@ -247,7 +263,22 @@ async fn run_phase(
         "first_error": first_error,
         "throughput_per_sec": (throughput * 10.0).round() / 10.0,
         "p50_ms": percentile(&all, 0.50), "p99_ms": percentile(&all, 0.99),
+        "server_cpu_us_per_op": server_cpu, "bench_cpu_us_per_op": bench_cpu,
     })
+}
+
+/// CPU time (user and system, all threads) that process `pid` (or `self`) has used so far,
+/// in seconds, from /proc (Linux).
+fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name, in parentheses, may hold spaces; fields are counted after it, where
+    // the third field of the line (the state) comes first: utime and stime are the 14th and
+    // 15th fields of the line.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    #[allow(clippy::cast_precision_loss)]
+    Some((utime + stime) as f64 / rustix::param::clock_ticks_per_second() as f64)
 }
 
 /// Peak resident memory of `pid` in MB, from /proc (Linux).
@@ -301,6 +332,7 @@ pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
                     transport,
                     args.concurrency,
                     duration,
+                    args.server_pid,
                 )
                 .await,
             );
