@@ -21,6 +21,7 @@ cluster_cases!(
     state_constraint_matrix_over_grpc_and_rest,
     diary_scoped_authorisation,
     sdk_prepare_sign_submit,
+    diary_tags_listing,
 );
 
 const SEED: &str = "nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A=";
@@ -944,4 +945,307 @@ async fn sdk_prepare_sign_submit(cluster: &TestCluster) {
         .unwrap()
         .into_inner();
     assert!(chain.valid, "{:?}", chain.problems);
+}
+
+/// MoltNet's `GET /diaries/{id}/tags`: counts per tag, most used first then by tag (byte
+/// order), with prefix (literal, case-sensitive), minCount and entryTypes filters, and
+/// the same refusals as the entries listing.
+async fn diary_tags_listing(cluster: &TestCluster) {
+    let owner = agent(
+        cluster,
+        "agent:tagger",
+        &SigningKeyPair::from_seed(&[41; 32]),
+    )
+    .await;
+    let other = agent(
+        cluster,
+        "agent:tag-stranger",
+        &SigningKeyPair::from_seed(&[42; 32]),
+    )
+    .await;
+    let diary = new_diary(cluster, &owner, "private").await;
+    let entries = [
+        json!({"content": "one", "tags": ["rust", "db", "a_b"]}),
+        json!({"content": "two", "entryType": "semantic", "tags": ["rust", "db"]}),
+        json!({"content": "three", "entryType": "episodic", "tags": ["rust", "axb", "Rust"]}),
+        json!({"content": "four", "entryType": "procedural", "tags": ["db", "a%c"]}),
+        json!({"content": "five, no tags", "tags": null}),
+        json!({"content": "six, empty tags", "entryType": "episodic", "tags": []}),
+        json!({"content": "seven, tags absent", "entryType": "procedural"}),
+    ];
+    for body in entries {
+        let (status, e) = rest(
+            cluster,
+            &owner,
+            "POST",
+            &format!("/diaries/{diary}/entries"),
+            Some(body),
+        )
+        .await;
+        assert_eq!(status, 201, "{e}");
+    }
+    let tags = |query: &'static str| {
+        let (diary, owner) = (diary.clone(), owner.clone());
+        async move {
+            let (status, body) = rest(
+                cluster,
+                &owner,
+                "GET",
+                &format!("/diaries/{diary}/tags{query}"),
+                None,
+            )
+            .await;
+            assert_eq!(status, 200, "{query}: {body}");
+            body
+        }
+    };
+    let expect = |pairs: &[(&str, u64)]| {
+        let list: Vec<Value> = pairs
+            .iter()
+            .map(|(tag, count)| json!({"tag": tag, "count": count}))
+            .collect();
+        json!({"tags": list, "total": pairs.len()})
+    };
+
+    // No filters: untagged entries add nothing; ties by tag in byte order.
+    let all = expect(&[
+        ("db", 3),
+        ("rust", 3),
+        ("Rust", 1),
+        ("a%c", 1),
+        ("a_b", 1),
+        ("axb", 1),
+    ]);
+    assert_eq!(tags("").await, all);
+    assert_eq!(tags("?prefix=").await, all);
+    assert_eq!(tags("?minCount=1").await, all);
+
+    // prefix: case-sensitive and literal (`_` and `%` are not wildcards).
+    assert_eq!(tags("?prefix=ru").await, expect(&[("rust", 3)]));
+    assert_eq!(tags("?prefix=R").await, expect(&[("Rust", 1)]));
+    assert_eq!(tags("?prefix=a_").await, expect(&[("a_b", 1)]));
+    assert_eq!(tags("?prefix=a%25").await, expect(&[("a%c", 1)]));
+    assert_eq!(tags("?prefix=a%25c").await, expect(&[("a%c", 1)]));
+    assert_eq!(tags("?prefix=%25").await, expect(&[]));
+    assert_eq!(tags("?prefix=_").await, expect(&[]));
+    assert_eq!(
+        tags("?prefix=a").await,
+        expect(&[("a%c", 1), ("a_b", 1), ("axb", 1)])
+    );
+    assert_eq!(tags("?prefix=rusty").await, expect(&[]));
+
+    // minCount.
+    assert_eq!(tags("?minCount=2").await, expect(&[("db", 3), ("rust", 3)]));
+    assert_eq!(tags("?minCount=4").await, expect(&[]));
+
+    // entryTypes: one, repeated, comma-separated, `[]` form; counts only those entries.
+    assert_eq!(
+        tags("?entryTypes=episodic").await,
+        expect(&[("Rust", 1), ("axb", 1), ("rust", 1)])
+    );
+    let semantic_and_procedural = expect(&[("db", 3), ("rust", 2), ("a%c", 1), ("a_b", 1)]);
+    assert_eq!(
+        tags("?entryTypes=semantic&entryTypes=procedural").await,
+        semantic_and_procedural
+    );
+    assert_eq!(
+        tags("?entryTypes=semantic,procedural").await,
+        semantic_and_procedural
+    );
+    assert_eq!(
+        tags("?entryTypes[]=procedural&entryTypes[]=semantic").await,
+        semantic_and_procedural
+    );
+    assert_eq!(tags("?entryTypes=reflection").await, expect(&[]));
+
+    // Filters combine.
+    assert_eq!(
+        tags("?entryTypes=semantic&minCount=2&prefix=r").await,
+        expect(&[("rust", 2)])
+    );
+
+    // Bad parameters: 400 validation problems like the other MoltNet routes.
+    let refused = |query: &'static str| {
+        let (diary, owner) = (diary.clone(), owner.clone());
+        async move {
+            let (status, body) = rest(
+                cluster,
+                &owner,
+                "GET",
+                &format!("/diaries/{diary}/tags{query}"),
+                None,
+            )
+            .await;
+            assert_eq!(status, 400, "{query}: {body}");
+            assert_eq!(
+                body["type"], "https://themolt.net/problems/validation-failed",
+                "{query}: {body}"
+            );
+            assert_eq!(body["code"], "VALIDATION_FAILED", "{query}: {body}");
+            assert_eq!(body["status"], 400, "{query}: {body}");
+            s(&body["detail"])
+        }
+    };
+    for query in [
+        "?minCount=0",
+        "?minCount=-1",
+        "?minCount=abc",
+        "?minCount=1.5",
+        "?minCount=",
+    ] {
+        assert_eq!(
+            refused(query).await,
+            "minCount must be an integer of at least 1",
+            "{query}"
+        );
+    }
+    for query in [
+        "?entryTypes=bogus",
+        "?entryTypes=semantic,bogus",
+        "?entryTypes=semantic,,episodic",
+        "?entryTypes=",
+    ] {
+        let detail = refused(query).await;
+        assert!(
+            detail.contains("entry type") || detail.contains("entry_type"),
+            "{query}: {detail}"
+        );
+    }
+    // The entries listing refuses an unknown type the same way.
+    let (status, listed) = rest(
+        cluster,
+        &owner,
+        "GET",
+        &format!("/diaries/{diary}/entries?entryType=bogus"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(s(&listed["detail"]), refused("?entryTypes=bogus").await);
+
+    // A diary whose only entry has no tags, and one with no entries.
+    let bare = new_diary(cluster, &owner, "private").await;
+    let (status, _) = rest(
+        cluster,
+        &owner,
+        "GET",
+        &format!("/diaries/{bare}/tags"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    rest(
+        cluster,
+        &owner,
+        "POST",
+        &format!("/diaries/{bare}/entries"),
+        Some(json!({"content": "untagged", "tags": null})),
+    )
+    .await;
+    let (status, body) = rest(
+        cluster,
+        &owner,
+        "GET",
+        &format!("/diaries/{bare}/tags"),
+        None,
+    )
+    .await;
+    assert_eq!((status, body), (200, json!({"tags": [], "total": 0})));
+
+    // Unknown diary and a caller without access: exactly what the entries listing says.
+    let same_as_entries = |token: String, diary: String| async move {
+        let entries = rest(
+            cluster,
+            &token,
+            "GET",
+            &format!("/diaries/{diary}/entries"),
+            None,
+        )
+        .await;
+        let tags = rest(
+            cluster,
+            &token,
+            "GET",
+            &format!("/diaries/{diary}/tags?minCount=2"),
+            None,
+        )
+        .await;
+        assert_eq!(tags, entries, "tags vs entries for {diary}");
+        entries
+    };
+    let (status, body) =
+        same_as_entries(owner.clone(), "00000000-0000-4000-8000-000000000000".into()).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(s(&body["detail"]), "Diary not found or access denied");
+    let (status, _) = same_as_entries(other.clone(), diary.clone()).await;
+    assert_eq!(status, 404);
+    // Validation comes after the access check, as on the entries listing.
+    let (status, _) = rest(
+        cluster,
+        &other,
+        "GET",
+        &format!("/diaries/{diary}/tags?minCount=0"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    // An accepted reader share reads the tags, like the entries.
+    rest(
+        cluster,
+        &owner,
+        "POST",
+        &format!("/diaries/{diary}/shares"),
+        Some(json!({"agentId": "agent:tag-stranger", "role": "reader"})),
+    )
+    .await;
+    let (status, _) = same_as_entries(other.clone(), diary.clone()).await;
+    assert_eq!(status, 404, "a pending share grants nothing");
+    rest(
+        cluster,
+        &other,
+        "POST",
+        &format!("/diaries/{diary}/shares/accept"),
+        Some(json!({})),
+    )
+    .await;
+    let (status, body) = rest(
+        cluster,
+        &other,
+        "GET",
+        &format!("/diaries/{diary}/tags"),
+        None,
+    )
+    .await;
+    assert_eq!((status, body), (200, all));
+
+    // Over gRPC the same query, and the same refusal.
+    let mut grpc = grpc_as(cluster, &owner).await;
+    let listed = grpc
+        .list_diary_tags(pb::ListDiaryTagsRequest {
+            diary_id: diary.clone(),
+            prefix: "r".into(),
+            min_count: Some(2),
+            entry_types: vec!["semantic".into(), "episodic".into()],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.total, 1);
+    assert_eq!(
+        listed.tags,
+        vec![pb::DiaryTag {
+            tag: "rust".into(),
+            count: 3,
+        }]
+    );
+    let err = grpc
+        .list_diary_tags(pb::ListDiaryTagsRequest {
+            diary_id: diary,
+            min_count: Some(0),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
 }

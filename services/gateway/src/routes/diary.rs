@@ -533,6 +533,59 @@ async fn list_entries(
     })))
 }
 
+/// `minCount` for the service, which refuses values below 1: absent is `None`; a value
+/// that is not an integer becomes 0 so it is refused after authentication (like
+/// `number`); an all-digit value too large for an i64 is `i64::MAX` (valid, matches
+/// nothing).
+fn min_count(pairs: &[(String, String)]) -> Option<i64> {
+    one(pairs, "minCount").map(|v| match v.parse::<i64>() {
+        Ok(n) => n,
+        Err(_) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => i64::MAX,
+        Err(_) => 0,
+    })
+}
+
+/// `entryTypes` both repeated (`entryTypes=a&entryTypes=b`, also `entryTypes[]=`) and
+/// comma-separated (`entryTypes=a,b`); the service checks each type. Splitting keeps
+/// empty pieces so `a,,b` is refused rather than silently read as `a,b`.
+fn entry_types_param(pairs: &[(String, String)]) -> Vec<String> {
+    all(pairs, "entryTypes")
+        .iter()
+        .flat_map(|v| v.split(',').map(str::to_owned))
+        .collect()
+}
+
+/// MoltNet's `GET /diaries/:diaryId/tags`: `{tags:[{tag, count}], total}`, most used first.
+async fn list_tags(
+    State(s): State<GatewayState>,
+    headers: HeaderMap,
+    Path(diary_id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Reply {
+    let q = query_pairs(raw.as_deref());
+    let list = s
+        .diary
+        .clone()
+        .list_diary_tags(grpc(
+            &headers,
+            pb::ListDiaryTagsRequest {
+                diary_id,
+                prefix: one(&q, "prefix").unwrap_or_default(),
+                min_count: min_count(&q),
+                entry_types: entry_types_param(&q),
+            },
+        ))
+        .await
+        .map_err(problem)?
+        .into_inner();
+    let tags: Vec<Value> = list
+        .tags
+        .iter()
+        .map(|t| json!({"tag": t.tag, "count": t.count}))
+        .collect();
+    Ok(GoJson(json!({"tags": tags, "total": list.total})))
+}
+
 async fn get_entry(
     State(s): State<GatewayState>,
     headers: HeaderMap,
@@ -1108,6 +1161,29 @@ pub fn routes() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
             get(list_entries),
         ),
         (
+            with_query(
+                doc(
+                    "GET",
+                    "/diaries/{id}/tags",
+                    "listDiaryTags",
+                    T,
+                    "MoltNet: the diary's tags with entry counts, most used first",
+                ),
+                &[
+                    (
+                        "prefix",
+                        "Only tags starting with this (literal, case-sensitive)",
+                    ),
+                    ("minCount", "Only tags on at least this many entries (>= 1)"),
+                    (
+                        "entryTypes",
+                        "Count only entries of these types (repeatable or comma-separated)",
+                    ),
+                ],
+            ),
+            get(list_tags),
+        ),
+        (
             doc(
                 "POST",
                 "/diaries/search",
@@ -1288,5 +1364,25 @@ mod tests {
         assert_eq!(number(&q, "limit"), 5);
         assert_eq!(one(&q, "x").as_deref(), Some("%zz"));
         assert_eq!(number(&q, "offset"), 0);
+    }
+
+    #[test]
+    fn tag_query_parameters() {
+        let q = query_pairs(Some(
+            "entryTypes=semantic,episodic&entryTypes=soul&minCount=2&prefix=a%25_",
+        ));
+        assert_eq!(entry_types_param(&q), ["semantic", "episodic", "soul"]);
+        assert_eq!(min_count(&q), Some(2));
+        assert_eq!(one(&q, "prefix").as_deref(), Some("a%_"));
+        assert_eq!(min_count(&query_pairs(None)), None);
+        for (raw, expected) in [
+            ("minCount=abc", 0),
+            ("minCount=1.5", 0),
+            ("minCount=", 0),
+            ("minCount=-3", -3),
+            ("minCount=99999999999999999999", i64::MAX),
+        ] {
+            assert_eq!(min_count(&query_pairs(Some(raw))), Some(expected), "{raw}");
+        }
     }
 }

@@ -15,7 +15,7 @@ use crate::domain::diary::{
 use crate::domain::entry::{self, Entry, EntryPatch, EntryType};
 use crate::domain::relation::{self, Relation};
 use crate::domain::signing::{self, SigningRequest};
-use crate::domain::{agent, chain};
+use crate::domain::{agent, chain, tag};
 use crate::error::IdentityError;
 use crate::store::{EntryFilter, IdentityStore, RelationFilter, SignatureInput, diary::fts5_query};
 
@@ -704,6 +704,32 @@ impl DiaryService for DiaryApi {
             total,
             limit,
             offset: req.offset,
+        }))
+    }
+
+    /// Same access check as `list_entries` (so a missing or unreadable diary is the same
+    /// NOT_FOUND), then the query's rules from `domain::tag`.
+    async fn list_diary_tags(
+        &self,
+        request: Request<pb::ListDiaryTagsRequest>,
+    ) -> Result<Response<pb::ListDiaryTagsResponse>, Status> {
+        let caller = caller(&request)?;
+        let req = request.into_inner();
+        let (d, access) = self.diary_access(&caller, &req.diary_id).await?;
+        diary::require(access, Access::Read)?;
+        let query = tag::query(req.prefix, req.min_count)?;
+        let types = entry_types(&req.entry_types)?;
+        let mut tags = self.store.list_tags(&d.id, &query, &types).await?;
+        tag::order(&mut tags);
+        Ok(Response::new(pb::ListDiaryTagsResponse {
+            total: tags.len() as u64,
+            tags: tags
+                .into_iter()
+                .map(|t| pb::DiaryTag {
+                    tag: t.tag,
+                    count: t.count,
+                })
+                .collect(),
         }))
     }
 

@@ -6,4 +6,5 @@ pub mod diary;
 pub mod entry;
 pub mod relation;
 pub mod signing;
+pub mod tag;
 pub mod token;

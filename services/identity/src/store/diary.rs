@@ -121,6 +121,7 @@ macro_rules! diary_queries {
             use crate::domain::entry::{Entry, EntrySignature, EntryType};
             use crate::domain::relation::Relation;
             use crate::domain::signing::{RequestStatus, SigningRequest};
+            use crate::domain::tag::{TagCount, TagQuery};
             use crate::error::IdentityError;
             use crate::store::is_unique_violation;
 
@@ -652,6 +653,51 @@ macro_rules! diary_queries {
                 let rows = page.build().fetch_all(pool).await?;
                 let entries = rows.iter().map(entry_from_row).collect::<Result<Vec<_>, _>>()?;
                 Ok((entries, u64::try_from(total).unwrap_or(0)))
+            }
+
+            /// Each tag of the diary's entries (of `entry_types` when not empty) with the
+            /// number of entries carrying it, unordered (the domain orders them). The prefix
+            /// is compared with `substr` rather than `LIKE`, so `%` and `_` in it match only
+            /// themselves, and case-sensitively on both backends.
+            pub async fn list_tags(
+                pool: &Pool,
+                diary_id: &str,
+                query: &TagQuery,
+                entry_types: &[String],
+            ) -> Result<Vec<TagCount>, IdentityError> {
+                let mut qb = QueryBuilder::<Db>::new(format!(
+                    "SELECT j.value AS tag, COUNT(DISTINCT e.id) AS n FROM diary_entries e, {} \
+                     WHERE e.diary_id = ",
+                    dialect::TAG_ROWS
+                ));
+                qb.push_bind(diary_id);
+                if !entry_types.is_empty() {
+                    qb.push(" AND e.entry_type IN (");
+                    let mut list = qb.separated(", ");
+                    for t in entry_types {
+                        list.push_bind(t.as_str());
+                    }
+                    qb.push(")");
+                }
+                if let Some(prefix) = &query.prefix {
+                    // The domain caps a prefix at a tag's length, so it fits an int4
+                    // (Postgres has no substr(text, int, bigint)).
+                    let chars = i32::try_from(prefix.chars().count()).unwrap_or(i32::MAX);
+                    qb.push(" AND substr(j.value, 1, ").push_bind(chars);
+                    qb.push(") = ").push_bind(prefix.as_str());
+                }
+                qb.push(" GROUP BY j.value HAVING COUNT(DISTINCT e.id) >= ");
+                qb.push_bind(query.min_count);
+                let rows = qb.build().fetch_all(pool).await?;
+                rows.iter()
+                    .map(|row| -> Result<TagCount, IdentityError> {
+                        let n: i64 = row.try_get("n")?;
+                        Ok(TagCount {
+                            tag: row.try_get("tag")?,
+                            count: u64::try_from(n).unwrap_or(0),
+                        })
+                    })
+                    .collect()
             }
 
             /// Writes an update computed by the domain. `before` guards against a concurrent

@@ -10,6 +10,7 @@ use crate::domain::diary::{Diary, Share};
 use crate::domain::entry::Entry;
 use crate::domain::relation::Relation;
 use crate::domain::signing::SigningRequest;
+use crate::domain::tag::{TagCount, TagQuery};
 use crate::domain::token::TokenRecord;
 use crate::error::IdentityError;
 
@@ -265,6 +266,16 @@ impl IdentityStore {
         filter: &EntryFilter,
     ) -> Result<(Vec<Entry>, u64), IdentityError> {
         dispatch_diary!(self, list_entries(filter))
+    }
+
+    /// The diary's tags with their entry counts, unordered.
+    pub async fn list_tags(
+        &self,
+        diary_id: &str,
+        query: &TagQuery,
+        entry_types: &[String],
+    ) -> Result<Vec<TagCount>, IdentityError> {
+        dispatch_diary!(self, list_tags(diary_id, query, entry_types))
     }
 
     pub async fn update_entry(
