@@ -22,6 +22,7 @@ cluster_cases!(
     diary_scoped_authorisation,
     sdk_prepare_sign_submit,
     diary_tags_listing,
+    bulk_entry_delete,
 );
 
 const SEED: &str = "nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A=";
@@ -1248,4 +1249,278 @@ async fn diary_tags_listing(cluster: &TestCluster) {
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
+}
+
+/// MoltNet's `DELETE /entries`: each id handled as a single delete in request order;
+/// signed, missing and not deletable ids are skipped; invalid requests delete nothing.
+async fn bulk_entry_delete(cluster: &TestCluster) {
+    let pair = SigningKeyPair::from_seed(&[31; 32]);
+    let token = agent(cluster, "agent:bulk", &pair).await;
+    let mut grpc = grpc_as(cluster, &token).await;
+    let diary = new_diary(cluster, &token, "private").await;
+    let other_pair = SigningKeyPair::from_seed(&[32; 32]);
+    let other = agent(cluster, "agent:bulk-other", &other_pair).await;
+    let mut other_grpc = grpc_as(cluster, &other).await;
+
+    let d1 = make_entry(&mut grpc, &diary, "episodic", false, &pair).await;
+    let d2 = make_entry(&mut grpc, &diary, "semantic", false, &pair).await;
+    let d3 = make_entry(&mut grpc, &diary, "procedural", false, &pair).await;
+    let signed = make_entry(&mut grpc, &diary, "semantic", true, &pair).await;
+    // A relation from a draft to the signed entry goes with the draft.
+    grpc.create_relation(pb::CreateRelationRequest {
+        source_id: d1.clone(),
+        target_id: signed.clone(),
+        relation: "references".into(),
+        status: "accepted".into(),
+    })
+    .await
+    .unwrap();
+    // Another agent's entries: one in a diary the caller cannot see, one the caller only
+    // reads through an accepted reader share.
+    let hidden_diary = new_diary(cluster, &other, "private").await;
+    let hidden = make_entry(
+        &mut other_grpc,
+        &hidden_diary,
+        "episodic",
+        false,
+        &other_pair,
+    )
+    .await;
+    let shared_diary = new_diary(cluster, &other, "private").await;
+    let readable = make_entry(
+        &mut other_grpc,
+        &shared_diary,
+        "episodic",
+        false,
+        &other_pair,
+    )
+    .await;
+    let (status, share) = rest(
+        cluster,
+        &other,
+        "POST",
+        &format!("/diaries/{shared_diary}/shares"),
+        Some(json!({"agentId": "agent:bulk", "role": "reader"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{share}");
+    let (status, share) = rest(
+        cluster,
+        &token,
+        "POST",
+        &format!("/diaries/{shared_diary}/shares/accept"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, 200, "{share}");
+    let (status, _) = rest(
+        cluster,
+        &token,
+        "GET",
+        &format!("/entries/{readable}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "the share lets the caller read");
+    let missing = "00000000-0000-4000-8000-000000000000";
+    let get = |token: String, id: String| async move {
+        rest(cluster, &token, "GET", &format!("/entries/{id}"), None).await
+    };
+    let (_, signed_before) = get(token.clone(), signed.clone()).await;
+
+    // Every invalid request: 400 validation problem, nothing deleted.
+    let too_many: Vec<String> = std::iter::once(d3.clone())
+        .chain((0..100).map(|n| format!("00000000-0000-4000-8000-{n:012}")))
+        .collect();
+    let invalid: Vec<(&str, String, String)> = vec![
+        ("not JSON", "ids: [".into(), "invalid JSON: ".into()),
+        (
+            "ids missing",
+            json!({}).to_string(),
+            "ids must list 1-100 entry ids, got 0".into(),
+        ),
+        (
+            "ids null",
+            json!({"ids": null}).to_string(),
+            "ids must list 1-100 entry ids, got 0".into(),
+        ),
+        (
+            "ids not an array",
+            json!({"ids": d3}).to_string(),
+            format!("ids must be an array of entry ids, got \"{d3}\""),
+        ),
+        (
+            "ids empty",
+            json!({"ids": []}).to_string(),
+            "ids must list 1-100 entry ids, got 0".into(),
+        ),
+        (
+            "101 ids",
+            json!({"ids": too_many}).to_string(),
+            "ids must list 1-100 entry ids, got 101".into(),
+        ),
+        (
+            "not a UUID",
+            json!({"ids": [d3, "not-a-uuid"]}).to_string(),
+            "ids[1] must be a UUID, got \"not-a-uuid\"".into(),
+        ),
+        (
+            "not a string",
+            json!({"ids": [d3, 7]}).to_string(),
+            "ids[1] must be a UUID string, got 7".into(),
+        ),
+        (
+            "duplicate",
+            json!({"ids": [d3, d1, d3]}).to_string(),
+            format!("ids must be unique: ids[2] repeats ids[0] ({d3})"),
+        ),
+        (
+            "duplicate in another case",
+            json!({"ids": [d3, d3.to_uppercase()]}).to_string(),
+            format!("ids must be unique: ids[1] repeats ids[0] ({d3})"),
+        ),
+    ];
+    let client = client_as(&token);
+    for (case, body, detail) in invalid {
+        let response = client
+            .delete(format!("{}/entries", cluster.rest_url))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 400, "{case}");
+        let problem: Value = response.json().await.unwrap();
+        assert_eq!(
+            problem["type"], "https://themolt.net/problems/validation-failed",
+            "{case}: {problem}"
+        );
+        assert_eq!(problem["title"], "Validation Failed", "{case}: {problem}");
+        assert_eq!(problem["code"], "VALIDATION_FAILED", "{case}: {problem}");
+        assert_eq!(problem["status"], 400, "{case}: {problem}");
+        let text = s(&problem["detail"]);
+        assert!(
+            text == detail || (detail.ends_with(": ") && text.starts_with(&detail)),
+            "{case}: {problem}"
+        );
+    }
+    for id in [&d1, &d2, &d3, &signed] {
+        let (status, _) = get(token.clone(), id.clone()).await;
+        assert_eq!(status, 200, "an invalid request deleted {id}");
+    }
+
+    // Without a token, or without diary:manage, the route is refused like the others.
+    let anonymous = reqwest::Client::new()
+        .delete(format!("{}/entries", cluster.rest_url))
+        .json(&json!({"ids": [d3]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+    let reader = cluster
+        .issue_token("agent:bulk", &["diary:read", "diary:write"])
+        .await
+        .unwrap();
+    let (status, problem) = rest(
+        cluster,
+        &reader,
+        "DELETE",
+        "/entries",
+        Some(json!({"ids": [d3]})),
+    )
+    .await;
+    assert_eq!(status, 403, "{problem}");
+
+    // The mix: drafts deleted, the rest skipped, both in request order.
+    let ids = json!([d1, signed, missing, d2, hidden, readable]);
+    let (status, reply) = rest(
+        cluster,
+        &token,
+        "DELETE",
+        "/entries",
+        Some(json!({"ids": ids})),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(
+        reply,
+        json!({"deleted": [d1, d2], "skipped": [signed, missing, hidden, readable]})
+    );
+    for id in [&d1, &d2] {
+        let (status, problem) = get(token.clone(), id.clone()).await;
+        assert_eq!(status, 404, "{id}: {problem}");
+        assert_eq!(problem["detail"], "Diary entry not found");
+    }
+    let (status, signed_after) = get(token.clone(), signed.clone()).await;
+    assert_eq!(status, 200);
+    assert_eq!(signed_after, signed_before, "the signed entry is untouched");
+    for (owner, id) in [(&token, &d3), (&other, &hidden), (&other, &readable)] {
+        let (status, _) = get(owner.clone(), id.clone()).await;
+        assert_eq!(status, 200, "{id} is untouched");
+    }
+    let relations = grpc
+        .list_relations(pb::ListRelationsRequest {
+            entry_id: signed.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        relations.total, 0,
+        "the deleted draft's relation went with it"
+    );
+
+    // One audit entry per deleted entry, as a single delete writes; none for skipped ids.
+    let audit = cluster
+        .identity()
+        .await
+        .unwrap()
+        .list_audit(noema_proto::common::v1::ListAuditRequest {
+            page: Some(noema_proto::common::v1::PageRequest {
+                page_size: 100,
+                page_token: String::new(),
+            }),
+            oldest_first: false,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    let deletions: Vec<(&str, &str, &str)> = audit
+        .iter()
+        .filter(|e| e.action == "delete_entry" && e.actor == "agent:bulk")
+        .map(|e| {
+            (
+                e.actor.as_str(),
+                e.target_type.as_str(),
+                e.target_id.as_str(),
+            )
+        })
+        .collect();
+    // Newest first.
+    assert_eq!(
+        deletions,
+        vec![
+            ("agent:bulk", "entry", d2.as_str()),
+            ("agent:bulk", "entry", d1.as_str()),
+        ]
+    );
+    for pair in audit.windows(2) {
+        assert_eq!(pair[0].prev_hash, pair[1].hash, "the audit chain holds");
+    }
+
+    // Already gone: skipped. An id in another case is the same entry.
+    let (status, reply) = rest(
+        cluster,
+        &token,
+        "DELETE",
+        "/entries",
+        Some(json!({"ids": [d1, d3.to_uppercase()]})),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply, json!({"deleted": [d3], "skipped": [d1]}));
+    let (status, _) = get(token.clone(), d3.clone()).await;
+    assert_eq!(status, 404);
 }

@@ -663,6 +663,48 @@ async fn delete_entry(
     Ok(GoJson(json!({"success": true})))
 }
 
+/// MoltNet's bulk delete: `{ids}` → `{deleted, skipped}`, both in request order. Only the
+/// body's JSON types are checked here (as typed bodies are decoded on the other routes);
+/// the count, UUID and uniqueness rules are identity's, after authentication. Missing
+/// `ids` is sent as none, which identity refuses.
+async fn delete_entries(State(s): State<GatewayState>, headers: HeaderMap, body: Bytes) -> Reply {
+    let body: Value = json_body(&body, ErrorStyle::MoltNet)?;
+    let invalid = |message: String| ApiError::bad_request(message).styled(ErrorStyle::MoltNet);
+    let Value::Object(body) = body else {
+        return Err(invalid(
+            "the body must be a JSON object: {\"ids\": [entry ids]}".into(),
+        ));
+    };
+    let ids = match body.get("ids") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                Value::String(id) => Ok(id.clone()),
+                other => Err(invalid(format!(
+                    "ids[{i}] must be a UUID string, got {other}"
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(other) => {
+            return Err(invalid(format!(
+                "ids must be an array of entry ids, got {other}"
+            )));
+        }
+    };
+    let reply = s
+        .diary
+        .clone()
+        .delete_entries(grpc(&headers, pb::DeleteEntriesRequest { ids }))
+        .await
+        .map_err(problem)?
+        .into_inner();
+    Ok(GoJson(
+        json!({"deleted": reply.deleted, "skipped": reply.skipped}),
+    ))
+}
+
 async fn verify_entry(
     State(s): State<GatewayState>,
     headers: HeaderMap,
@@ -1222,6 +1264,17 @@ pub fn routes() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
                 "MoltNet: delete a draft (409 for a signed entry)",
             ),
             delete(delete_entry),
+        ),
+        (
+            doc(
+                "DELETE",
+                "/entries",
+                "deleteEntries",
+                T,
+                "MoltNet: delete drafts in bulk; body {ids: 1-100 unique UUIDs} → {deleted, skipped} \
+                 in request order (signed, missing and not deletable ids are skipped)",
+            ),
+            delete(delete_entries),
         ),
         (
             doc(

@@ -15,7 +15,7 @@ use crate::domain::diary::{
 use crate::domain::entry::{self, Entry, EntryPatch, EntryType};
 use crate::domain::relation::{self, Relation};
 use crate::domain::signing::{self, SigningRequest};
-use crate::domain::{agent, chain, tag};
+use crate::domain::{agent, bulk, chain, tag};
 use crate::error::IdentityError;
 use crate::store::{EntryFilter, IdentityStore, RelationFilter, SignatureInput, diary::fts5_query};
 
@@ -244,6 +244,18 @@ impl DiaryApi {
             return Err(not_found());
         }
         Ok((entry, access))
+    }
+
+    /// DeleteEntry: the caller needs write access to the entry's diary, the entry must be
+    /// unsigned; the store deletes it and appends the audit entry. DeleteEntries reuses it
+    /// for every id.
+    async fn delete_one(&self, caller: &Caller, id: &str) -> Result<(), IdentityError> {
+        let (e, access) = self.entry_access(caller, id).await?;
+        diary::require(access, Access::Write)?;
+        entry::check_deletable(&e)?;
+        self.store
+            .delete_entry(&e.id, &caller.id, OffsetDateTime::now_utc())
+            .await
     }
 
     async fn fresh_entry(&self, id: &str) -> Result<Entry, IdentityError> {
@@ -769,13 +781,31 @@ impl DiaryService for DiaryApi {
         request: Request<pb::DeleteEntryRequest>,
     ) -> Result<Response<pb::DeleteEntryResponse>, Status> {
         let caller = caller(&request)?;
-        let (e, access) = self.entry_access(&caller, &request.into_inner().id).await?;
-        diary::require(access, Access::Write)?;
-        entry::check_deletable(&e)?;
-        self.store
-            .delete_entry(&e.id, &caller.id, OffsetDateTime::now_utc())
-            .await?;
+        self.delete_one(&caller, &request.into_inner().id).await?;
         Ok(Response::new(pb::DeleteEntryResponse {}))
+    }
+
+    /// Each id in request order through `delete_one`, the single delete; its refusals
+    /// (missing, not writable, signed, deleted meanwhile) are skips. An invalid request
+    /// is refused before anything is deleted.
+    async fn delete_entries(
+        &self,
+        request: Request<pb::DeleteEntriesRequest>,
+    ) -> Result<Response<pb::DeleteEntriesResponse>, Status> {
+        let caller = caller(&request)?;
+        let ids = bulk::delete_ids(&request.into_inner().ids)?;
+        let mut reply = pb::DeleteEntriesResponse::default();
+        for id in ids {
+            match self.delete_one(&caller, &id).await {
+                Ok(()) => reply.deleted.push(id),
+                Err(e) if bulk::is_skip(&e) => {
+                    tracing::debug!(entry_id = %id, reason = %e, "bulk delete skipped an entry");
+                    reply.skipped.push(id);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(Response::new(reply))
     }
 
     async fn search_entries(

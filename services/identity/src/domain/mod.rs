@@ -1,6 +1,7 @@
 //! The identity service's rules: no I/O here.
 
 pub mod agent;
+pub mod bulk;
 pub mod chain;
 pub mod diary;
 pub mod entry;
