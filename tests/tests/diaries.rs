@@ -23,6 +23,7 @@ cluster_cases!(
     sdk_prepare_sign_submit,
     diary_tags_listing,
     bulk_entry_delete,
+    relation_walks,
 );
 
 const SEED: &str = "nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A=";
@@ -1523,4 +1524,264 @@ async fn bulk_entry_delete(cluster: &TestCluster) {
     assert_eq!(reply, json!({"deleted": [d3], "skipped": [d1]}));
     let (status, _) = get(token.clone(), d3.clone()).await;
     assert_eq!(status, 404);
+}
+
+/// MoltNet's relation walks (compat §7 `expand=relations`, §10 `depth`): A→B→C→D plus a
+/// side branch E→B, E→F, walked from A at depths 1-3, as the entry's `relations` and as
+/// the depth > 1 relation list; status filter; 400 for bad depth/expand; access first.
+async fn relation_walks(cluster: &TestCluster) {
+    let token = agent(
+        cluster,
+        "agent:walker",
+        &SigningKeyPair::from_seed(&[51; 32]),
+    )
+    .await;
+    let stranger = agent(
+        cluster,
+        "agent:walk-stranger",
+        &SigningKeyPair::from_seed(&[52; 32]),
+    )
+    .await;
+    let diary = new_diary(cluster, &token, "private").await;
+    let mut ids = Vec::new();
+    for name in ["A", "B", "C", "D", "E", "F", "G"] {
+        let (status, e) = rest(
+            cluster,
+            &token,
+            "POST",
+            &format!("/diaries/{diary}/entries"),
+            Some(json!({"content": format!("entry {name}")})),
+        )
+        .await;
+        assert_eq!(status, 201, "{e}");
+        ids.push(s(&e["id"]));
+    }
+    let [a, b, c, d, e, f, g] = <[String; 7]>::try_from(ids).unwrap();
+    // Created in this order, a few ms apart, so newest-first within a level is r4 > r2
+    // and r5 > r3.
+    let relate = async |source: &str, target: &str, relation: &str, status: &str| {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let (code, r) = rest(
+            cluster,
+            &token,
+            "POST",
+            &format!("/entries/{source}/relations"),
+            Some(json!({"targetId": target, "relation": relation, "status": status})),
+        )
+        .await;
+        assert_eq!(code, 201, "{r}");
+        r
+    };
+    let r1 = relate(&a, &b, "elaborates", "accepted").await;
+    let r2 = relate(&b, &c, "supports", "accepted").await;
+    let r3 = relate(&c, &d, "references", "proposed").await;
+    let r4 = relate(&e, &b, "caused_by", "proposed").await;
+    let r5 = relate(&e, &f, "supports", "accepted").await;
+    let walked = |r: &Value, depth: u32, parent: Option<&Value>| {
+        let mut r = r.clone();
+        r["depth"] = json!(depth);
+        r["parentRelationId"] = parent.map_or(Value::Null, |p| p["id"].clone());
+        r
+    };
+    let get =
+        |path: String, who: String| async move { rest(cluster, &who, "GET", &path, None).await };
+
+    let (status, plain) = get(format!("/entries/{a}"), token.clone()).await;
+    assert_eq!(status, 200, "{plain}");
+    assert!(plain.get("relations").is_none(), "{plain}");
+    let expected = [
+        (1, vec![walked(&r1, 1, None)]),
+        (
+            2,
+            vec![
+                walked(&r1, 1, None),
+                walked(&r4, 2, Some(&r1)),
+                walked(&r2, 2, Some(&r1)),
+            ],
+        ),
+        (
+            3,
+            vec![
+                walked(&r1, 1, None),
+                walked(&r4, 2, Some(&r1)),
+                walked(&r2, 2, Some(&r1)),
+                walked(&r5, 3, Some(&r4)),
+                walked(&r3, 3, Some(&r2)),
+            ],
+        ),
+    ];
+    for (depth, items) in expected {
+        let (status, body) = get(
+            format!("/entries/{a}?expand=relations&depth={depth}"),
+            token.clone(),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let mut entry = body.clone();
+        let relations = entry.as_object_mut().unwrap().remove("relations").unwrap();
+        assert_eq!(entry, plain, "depth {depth}: the entry itself is unchanged");
+        assert_eq!(
+            relations,
+            json!({"requestedDepth": depth, "maxDepth": depth, "items": items}),
+            "depth {depth}"
+        );
+    }
+    // depth defaults to 1; no relations → maxDepth 0.
+    let (_, body) = get(format!("/entries/{a}?expand=relations"), token.clone()).await;
+    assert_eq!(
+        body["relations"],
+        json!({"requestedDepth": 1, "maxDepth": 1, "items": [walked(&r1, 1, None)]})
+    );
+    let (_, body) = get(
+        format!("/entries/{g}?expand=relations&depth=3"),
+        token.clone(),
+    )
+    .await;
+    assert_eq!(
+        body["relations"],
+        json!({"requestedDepth": 3, "maxDepth": 0, "items": []})
+    );
+
+    // The relation list at depth 2: every edge, no depth fields, limit = total = count;
+    // relation, direction, limit and offset are ignored, status is honoured.
+    let all2 = json!({"items": [r1, r4, r2], "total": 3, "limit": 3, "offset": 0});
+    for query in [
+        "depth=2",
+        "depth=2&relation=references&direction=as_target&limit=1&offset=5",
+    ] {
+        let (status, body) = get(format!("/entries/{a}/relations?{query}"), token.clone()).await;
+        assert_eq!((status, body), (200, all2.clone()), "{query}");
+    }
+    let (status, body) = get(
+        format!("/entries/{a}/relations?depth=2&status=accepted"),
+        token.clone(),
+    )
+    .await;
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!({"items": [r1, r2], "total": 2, "limit": 2, "offset": 0})
+        )
+    );
+    let (_, body) = get(
+        format!("/entries/{a}/relations?depth=3&status=proposed"),
+        token.clone(),
+    )
+    .await;
+    assert_eq!(
+        body,
+        json!({"items": [], "total": 0, "limit": 0, "offset": 0}),
+        "the only relation touching A is accepted"
+    );
+    // depth 1 is today's filtered page.
+    let (_, today) = get(format!("/entries/{b}/relations"), token.clone()).await;
+    let (_, depth1) = get(format!("/entries/{b}/relations?depth=1"), token.clone()).await;
+    assert_eq!(today, depth1);
+    assert_eq!(
+        today,
+        json!({"items": [r4, r2, r1], "total": 3, "limit": 50, "offset": 0})
+    );
+
+    // Bad depth or expand: 400 validation-failed.
+    for path in [
+        format!("/entries/{a}?depth=0"),
+        format!("/entries/{a}?depth=4"),
+        format!("/entries/{a}?depth=x"),
+        format!("/entries/{a}?expand=relations&depth=0"),
+        format!("/entries/{a}?expand=relations&depth=4"),
+        format!("/entries/{a}?expand=relations&depth=x"),
+        format!("/entries/{a}?expand=children"),
+        format!("/entries/{a}/relations?depth=0"),
+        format!("/entries/{a}/relations?depth=4"),
+        format!("/entries/{a}/relations?depth=x"),
+        format!("/entries/{a}/relations?depth=-1"),
+    ] {
+        let (status, problem) = get(path.clone(), token.clone()).await;
+        assert_eq!(status, 400, "{path}: {problem}");
+        assert_eq!(
+            problem["type"], "https://themolt.net/problems/validation-failed",
+            "{path}: {problem}"
+        );
+        assert_eq!(problem["code"], "VALIDATION_FAILED", "{path}: {problem}");
+        let detail = s(&problem["detail"]);
+        assert!(
+            detail == "depth must be an integer from 1 to 3"
+                || detail == "expand \"children\" is not one of relations",
+            "{path}: {problem}"
+        );
+    }
+
+    // Access as GetEntry / ListRelations: a stranger gets the same 404, before validation.
+    let (status, plain_404) = get(format!("/entries/{a}"), stranger.clone()).await;
+    assert_eq!(status, 404, "{plain_404}");
+    for path in [
+        format!("/entries/{a}?expand=relations&depth=2"),
+        format!("/entries/{a}?depth=x"),
+        format!("/entries/{a}/relations?depth=2"),
+        format!("/entries/{a}/relations?depth=x"),
+    ] {
+        let (status, body) = get(path.clone(), stranger.clone()).await;
+        assert_eq!(status, 404, "{path}: {body}");
+        assert_eq!(body["detail"], plain_404["detail"], "{path}");
+    }
+
+    // Both query parameters are in /openapi.json.
+    let (status, openapi) = get("/openapi.json".into(), token.clone()).await;
+    assert_eq!(status, 200);
+    for (path, name) in [
+        ("/entries/{id}", "expand"),
+        ("/entries/{id}", "depth"),
+        ("/entries/{id}/relations", "depth"),
+    ] {
+        let parameters = openapi["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap();
+        assert!(
+            parameters
+                .iter()
+                .any(|p| p["name"] == name && p["in"] == "query"),
+            "{path} {name}: {parameters:?}"
+        );
+    }
+
+    // The same walk over gRPC.
+    let mut grpc = grpc_as(cluster, &token).await;
+    let walk = grpc
+        .walk_relations(pb::WalkRelationsRequest {
+            entry_id: e.clone(),
+            depth: Some(2),
+            status: "accepted".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let got: Vec<(String, u32, String)> = walk
+        .items
+        .iter()
+        .map(|w| {
+            (
+                w.relation.clone().unwrap().id,
+                w.depth,
+                w.parent_relation_id.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (s(&r5["id"]), 1, String::new()),
+            // F has no other relation; E's proposed r4 is filtered out.
+        ]
+    );
+    assert_eq!((walk.requested_depth, walk.max_depth), (2, 1));
+    let refused = grpc
+        .walk_relations(pb::WalkRelationsRequest {
+            entry_id: d.clone(),
+            depth: Some(4),
+            status: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
 }

@@ -36,6 +36,7 @@ pub async fn sign_entry(
     let entry = diary
         .get_entry(pb::GetEntryRequest {
             id: entry_id.to_owned(),
+            ..Default::default()
         })
         .await?
         .into_inner();

@@ -586,19 +586,81 @@ async fn list_tags(
     Ok(GoJson(json!({"tags": tags, "total": list.total})))
 }
 
+/// `depth` for the service, which refuses anything but 1-3: absent is `None`; a value
+/// that is not an unsigned integer (or too large) is passed as 0 so it is refused after
+/// authentication.
+fn depth_param(pairs: &[(String, String)]) -> Option<u32> {
+    one(pairs, "depth").map(|v| v.parse().unwrap_or(0))
+}
+
+/// A walked relation: MoltNet's EntryRelation plus `depth` and `parentRelationId`.
+fn walked_body(w: &pb::WalkedRelation) -> Value {
+    let mut body = relation_body(&w.relation.clone().unwrap_or_default());
+    if let Value::Object(map) = &mut body {
+        map.insert("depth".into(), json!(w.depth));
+        map.insert(
+            "parentRelationId".into(),
+            text_or_null(&w.parent_relation_id),
+        );
+    }
+    body
+}
+
+/// MoltNet's `GET /entries/:entryId`; with `expand=relations` the entry gets
+/// `relations:{requestedDepth, maxDepth, items}` from WalkRelations. GetEntry checks
+/// `expand` (only `relations`, as unknown enum values elsewhere are refused) and `depth`.
 async fn get_entry(
     State(s): State<GatewayState>,
     headers: HeaderMap,
     Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
 ) -> Reply {
+    let q = query_pairs(raw.as_deref());
+    let expand = one(&q, "expand").unwrap_or_default();
+    let depth = depth_param(&q);
     let e = s
         .diary
         .clone()
-        .get_entry(grpc(&headers, pb::GetEntryRequest { id }))
+        .get_entry(grpc(
+            &headers,
+            pb::GetEntryRequest {
+                id: id.clone(),
+                expand: expand.clone(),
+                depth,
+            },
+        ))
         .await
         .map_err(problem)?
         .into_inner();
-    Ok(GoJson(entry_body(&e)))
+    let mut body = entry_body(&e);
+    if expand == "relations" {
+        let walk = s
+            .diary
+            .clone()
+            .walk_relations(grpc(
+                &headers,
+                pb::WalkRelationsRequest {
+                    entry_id: e.id.clone(),
+                    depth,
+                    status: String::new(),
+                },
+            ))
+            .await
+            .map_err(problem)?
+            .into_inner();
+        let items: Vec<Value> = walk.items.iter().map(walked_body).collect();
+        if let Value::Object(map) = &mut body {
+            map.insert(
+                "relations".into(),
+                json!({
+                    "requestedDepth": walk.requested_depth,
+                    "maxDepth": walk.max_depth,
+                    "items": items,
+                }),
+            );
+        }
+    }
+    Ok(GoJson(body))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -825,6 +887,36 @@ async fn list_relations(
     RawQuery(raw): RawQuery,
 ) -> Reply {
     let q = query_pairs(raw.as_deref());
+    if let Some(depth) = depth_param(&q).filter(|d| *d != 1) {
+        // MoltNet's depth > 1: the undirected walk, status filter only (relation,
+        // direction, limit and offset ignored), every edge at once without depth fields.
+        let walk = s
+            .diary
+            .clone()
+            .walk_relations(grpc(
+                &headers,
+                pb::WalkRelationsRequest {
+                    entry_id,
+                    depth: Some(depth),
+                    status: one(&q, "status").unwrap_or_default(),
+                },
+            ))
+            .await
+            .map_err(problem)?
+            .into_inner();
+        let items: Vec<Value> = walk
+            .items
+            .iter()
+            .map(|w| relation_body(&w.relation.clone().unwrap_or_default()))
+            .collect();
+        let count = items.len();
+        return Ok(GoJson(json!({
+            "items": items,
+            "total": count,
+            "limit": count,
+            "offset": 0,
+        })));
+    }
     let list = s
         .diary
         .clone()
@@ -1236,12 +1328,22 @@ pub fn routes() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
             post(search),
         ),
         (
-            doc(
-                "GET",
-                "/entries/{id}",
-                "getEntry",
-                T,
-                "MoltNet: an entry (superseded ones stay readable)",
+            with_query(
+                doc(
+                    "GET",
+                    "/entries/{id}",
+                    "getEntry",
+                    T,
+                    "MoltNet: an entry (superseded ones stay readable)",
+                ),
+                &[
+                    (
+                        "expand",
+                        "relations: add relations {requestedDepth, maxDepth, items} \
+                         (each relation with depth and parentRelationId)",
+                    ),
+                    ("depth", "1-3, default 1: how far the relation walk goes"),
+                ],
             ),
             get(get_entry),
         ),
@@ -1311,6 +1413,11 @@ pub fn routes() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
                     ("direction", "as_source, as_target or both"),
                     ("limit", "1-100, default 50"),
                     ("offset", "Skip this many"),
+                    (
+                        "depth",
+                        "1-3, default 1; above 1 every relation within that many steps \
+                         (status filter only), limit = total",
+                    ),
                 ],
             ),
             get(list_relations),
@@ -1417,6 +1524,44 @@ mod tests {
         assert_eq!(number(&q, "limit"), 5);
         assert_eq!(one(&q, "x").as_deref(), Some("%zz"));
         assert_eq!(number(&q, "offset"), 0);
+    }
+
+    #[test]
+    fn depth_query_parameter() {
+        assert_eq!(depth_param(&query_pairs(None)), None);
+        for (raw, expected) in [
+            ("depth=2", 2),
+            ("depth=3&depth=1", 3),
+            ("depth=x", 0),
+            ("depth=-1", 0),
+            ("depth=1.5", 0),
+            ("depth=", 0),
+            ("depth=99999999999", 0),
+        ] {
+            assert_eq!(
+                depth_param(&query_pairs(Some(raw))),
+                Some(expected),
+                "{raw}"
+            );
+        }
+        let walked = pb::WalkedRelation {
+            relation: Some(pb::EntryRelation {
+                id: "r2".into(),
+                ..Default::default()
+            }),
+            depth: 2,
+            parent_relation_id: "r1".into(),
+        };
+        let body = walked_body(&walked);
+        assert_eq!(body["id"], "r2");
+        assert_eq!(body["depth"], 2);
+        assert_eq!(body["parentRelationId"], "r1");
+        let first = walked_body(&pb::WalkedRelation {
+            depth: 1,
+            parent_relation_id: String::new(),
+            ..walked
+        });
+        assert_eq!(first["parentRelationId"], Value::Null);
     }
 
     #[test]

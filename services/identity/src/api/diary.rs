@@ -15,7 +15,7 @@ use crate::domain::diary::{
 use crate::domain::entry::{self, Entry, EntryPatch, EntryType};
 use crate::domain::relation::{self, Relation};
 use crate::domain::signing::{self, SigningRequest};
-use crate::domain::{agent, bulk, chain, tag};
+use crate::domain::{agent, bulk, chain, tag, walk};
 use crate::error::IdentityError;
 use crate::store::{EntryFilter, IdentityStore, RelationFilter, SignatureInput, diary::fts5_query};
 
@@ -681,7 +681,18 @@ impl DiaryService for DiaryApi {
         request: Request<pb::GetEntryRequest>,
     ) -> Result<Response<pb::Entry>, Status> {
         let caller = caller(&request)?;
-        let (e, _) = self.entry_access(&caller, &request.into_inner().id).await?;
+        let req = request.into_inner();
+        let (e, _) = self.entry_access(&caller, &req.id).await?;
+        // MoltNet's query on GET /entries/:entryId, checked after access like every other
+        // filter; the gateway fetches the walk itself with WalkRelations.
+        if !matches!(req.expand.as_str(), "" | "relations") {
+            return Err(IdentityError::InvalidArgument(format!(
+                "expand {:?} is not one of relations",
+                req.expand
+            ))
+            .into());
+        }
+        walk::validate_depth(req.depth)?;
         Ok(Response::new(entry_to_proto(e)))
     }
 
@@ -989,6 +1000,42 @@ impl DiaryService for DiaryApi {
             total,
             limit,
             offset: req.offset,
+        }))
+    }
+
+    /// Same access check as ListRelations. Relations only ever join entries of one diary
+    /// (CreateRelation refuses others and entries never change diary), so every entry the
+    /// walk reaches is in the starting entry's diary, which the caller can read: no
+    /// per-entry check is needed.
+    async fn walk_relations(
+        &self,
+        request: Request<pb::WalkRelationsRequest>,
+    ) -> Result<Response<pb::WalkRelationsResponse>, Status> {
+        let caller = caller(&request)?;
+        let req = request.into_inner();
+        let (e, _) = self.entry_access(&caller, &req.entry_id).await?;
+        let depth = walk::validate_depth(req.depth)?;
+        if !req.status.is_empty() {
+            relation::validate_status(&req.status)?;
+        }
+        let status = (!req.status.is_empty()).then_some(req.status.as_str());
+        let store = &self.store;
+        let result = walk::walk(&e.id, depth, |frontier: Vec<String>| async move {
+            store.relations_touching(&frontier, status).await
+        })
+        .await?;
+        Ok(Response::new(pb::WalkRelationsResponse {
+            requested_depth: depth,
+            max_depth: result.max_depth,
+            items: result
+                .items
+                .into_iter()
+                .map(|w| pb::WalkedRelation {
+                    relation: Some(relation_to_proto(w.relation)),
+                    depth: w.depth,
+                    parent_relation_id: w.parent_relation_id.unwrap_or_default(),
+                })
+                .collect(),
         }))
     }
 

@@ -9,3 +9,4 @@ pub mod relation;
 pub mod signing;
 pub mod tag;
 pub mod token;
+pub mod walk;

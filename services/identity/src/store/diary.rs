@@ -1167,6 +1167,35 @@ macro_rules! diary_queries {
                 Ok((relations, u64::try_from(total).unwrap_or(0)))
             }
 
+            /// One level of a relation walk: every relation with source or target in
+            /// `ids`, optionally of one status, newest first (ties by id descending).
+            pub async fn relations_touching(
+                pool: &Pool,
+                ids: &[String],
+                status: Option<&str>,
+            ) -> Result<Vec<Relation>, IdentityError> {
+                if ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut qb = QueryBuilder::<Db>::new(format!("SELECT {RELATION_COLUMNS} FROM entry_relations WHERE (source_id IN ("));
+                let mut list = qb.separated(", ");
+                for id in ids {
+                    list.push_bind(id.clone());
+                }
+                qb.push(") OR target_id IN (");
+                let mut list = qb.separated(", ");
+                for id in ids {
+                    list.push_bind(id.clone());
+                }
+                qb.push("))");
+                if let Some(status) = status {
+                    qb.push(" AND status = ").push_bind(status.to_owned());
+                }
+                qb.push(" ORDER BY created_at DESC, id DESC");
+                let rows = qb.build().fetch_all(pool).await?;
+                rows.iter().map(relation_from_row).collect()
+            }
+
             pub async fn update_relation_status(
                 pool: &Pool,
                 id: &str,

@@ -399,6 +399,15 @@ impl IdentityStore {
         dispatch_diary!(self, list_relations(filter))
     }
 
+    /// Relations with either end in `ids` (one level of a relation walk).
+    pub async fn relations_touching(
+        &self,
+        ids: &[String],
+        status: Option<&str>,
+    ) -> Result<Vec<Relation>, IdentityError> {
+        dispatch_diary!(self, relations_touching(ids, status))
+    }
+
     pub async fn update_relation_status(
         &self,
         id: &str,
