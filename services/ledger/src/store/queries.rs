@@ -100,7 +100,13 @@ macro_rules! backend_queries {
                 writes: &[Write],
             ) -> Result<Vec<Result<(), LedgerError>>, LedgerError> {
                 let mut tx = conn.begin().await?;
-                require_running(&mut tx).await?;
+                if let Err(err) = require_running(&mut tx).await {
+                    // Now, not lazily on the connection's next use: the writer keeps its
+                    // connection through STOPPED, and until this rollback its transaction
+                    // holds the mode row that Resume must update.
+                    tx.rollback().await?;
+                    return Err(err);
+                }
                 let mut outcomes: Vec<Result<(), LedgerError>> = Vec::with_capacity(writes.len());
                 let mut seen = HashSet::new();
                 let mut canonicals = Vec::new();

@@ -13,7 +13,8 @@
 
 use noema_store::Database;
 use sqlx::pool::PoolConnection;
-use sqlx::{Postgres, Sqlite};
+use sqlx::sqlite::SqliteConnection;
+use sqlx::{ConnectOptions as _, Postgres};
 use std::sync::Arc;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
@@ -79,10 +80,14 @@ async fn run(db: Database, sqlite_writer: Arc<Mutex<()>>, mut incoming: mpsc::Re
 /// A connection the writer keeps from one batch to the next. SQLite drops a connection's
 /// page cache whenever another connection has written since its last transaction, so a
 /// writer that took whichever pooled connection was idle read its hot index pages back
-/// from disk on every batch; its own connection keeps them. It stays out of the pool for the
-/// life of the process (on Postgres too, where it saves an acquire per batch).
+/// from disk on every batch; its own connection keeps them.
+///
+/// On SQLite it is a connection of the writer's own, opened with the pool's options but
+/// never part of the pool: the pool keeps all its connections for readers, and none of them
+/// ever carries the writer's large page cache. On Postgres it is a pooled connection kept
+/// for the life of the process (it saves an acquire per batch).
 enum Held {
-    Sqlite(PoolConnection<Sqlite>),
+    Sqlite(SqliteConnection),
     Postgres(PoolConnection<Postgres>),
 }
 
@@ -97,19 +102,36 @@ impl Session {
         Session { db, held: None }
     }
 
-    /// One transaction over `writes` (see `queries::*::insert_batch`). After a failure the
-    /// connection is given back to the pool: it may be the cause, and a fresh one costs one
-    /// acquire.
+    /// One transaction over `writes` (see `queries::*::insert_batch`). After a failure
+    /// other than STOPPED the connection is let go (closed on SQLite, given back to the
+    /// pool on Postgres): it may be the cause, and a fresh one costs one connect.
     async fn insert_batch(
         &mut self,
         writes: &[Write],
     ) -> Result<Vec<Result<(), LedgerError>>, LedgerError> {
+        // A closed database takes no more writes, even though the writer's own SQLite
+        // connection would still work.
+        let closed = match &self.db {
+            Database::Sqlite(pool) => pool.is_closed(),
+            Database::Postgres(pool) => pool.is_closed(),
+        };
+        if closed {
+            self.held = None;
+            return Err(sqlx::Error::PoolClosed.into());
+        }
         let held = match self.held.take() {
             Some(held) => held,
             None => match &self.db {
-                Database::Sqlite(pool) => {
+                // A pool of one connection is a private in-memory database: another
+                // connection would be another database, and holding the only one would
+                // starve every reader. Such a writer borrows it for each batch.
+                Database::Sqlite(pool) if pool.options().get_max_connections() <= 1 => {
                     let mut conn = pool.acquire().await?;
-                    sqlx::query(WRITER_SQLITE_CACHE).execute(&mut *conn).await?;
+                    return queries::sqlite::insert_batch(&mut *conn, writes).await;
+                }
+                Database::Sqlite(pool) => {
+                    let mut conn = pool.connect_options().connect().await?;
+                    sqlx::query(WRITER_SQLITE_CACHE).execute(&mut conn).await?;
                     Held::Sqlite(conn)
                 }
                 Database::Postgres(pool) => Held::Postgres(pool.acquire().await?),
@@ -117,7 +139,7 @@ impl Session {
         };
         let (held, outcome) = match held {
             Held::Sqlite(mut conn) => {
-                let outcome = queries::sqlite::insert_batch(&mut *conn, writes).await;
+                let outcome = queries::sqlite::insert_batch(&mut conn, writes).await;
                 (Held::Sqlite(conn), outcome)
             }
             Held::Postgres(mut conn) => {
@@ -125,7 +147,7 @@ impl Session {
                 (Held::Postgres(conn), outcome)
             }
         };
-        if outcome.is_ok() {
+        if matches!(outcome, Ok(_) | Err(LedgerError::Stopped)) {
             self.held = Some(held);
         }
         outcome
