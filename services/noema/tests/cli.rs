@@ -966,6 +966,34 @@ async fn backup_and_restore_keep_content_types() {
     }
 }
 
+/// An operation or transport the bench does not know is a usage error, named with the
+/// accepted values, before anything is connected or run.
+#[test]
+fn bench_ledger_refuses_unknown_operations_and_transports() {
+    for (flag, value, accepted) in [
+        (
+            "--ops",
+            "canonical_put,reference",
+            "canonical_put, reference_put, canonical_get",
+        ),
+        ("--transports", "grpc,http", "grpc, rest"),
+    ] {
+        let out = run(noema().args([
+            "bench",
+            "ledger",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--duration",
+            "60",
+            flag,
+            value,
+        ]));
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains(accepted), "{stderr}");
+    }
+}
+
 /// `noema bench ledger` drives every operation over both transports with real, durable
 /// writes and reports what it measured: the writes it counts are the writes the ledger has,
 /// and the server's memory and CPU per operation are read from the process it was given.

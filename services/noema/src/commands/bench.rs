@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use noema_client::ledger::{canonical_request, signed_reference, utc_seconds};
 use noema_client::pb::ledger as pb;
 use noema_client::{Noema, SigningKeyPair};
@@ -42,22 +42,47 @@ pub struct BenchArgs {
     /// Payload size of canonical puts.
     #[arg(long, default_value_t = 1024)]
     pub payload_bytes: usize,
-    /// Operations to run (comma-separated): canonical_put, reference_put, canonical_get.
+    /// Operations to run (comma-separated).
     #[arg(
         long,
+        value_enum,
         value_delimiter = ',',
         default_value = "canonical_put,reference_put,canonical_get"
     )]
-    pub ops: Vec<String>,
-    /// Transports to use (comma-separated): grpc, rest.
-    #[arg(long, value_delimiter = ',', default_value = "grpc,rest")]
-    pub transports: Vec<String>,
+    pub ops: Vec<Operation>,
+    /// Transports to use (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "grpc,rest")]
+    pub transports: Vec<Transport>,
     /// PID of the server, to report its peak resident memory and CPU time per operation
     /// (Linux).
     #[arg(long)]
     pub server_pid: Option<u32>,
     #[command(flatten)]
     pub client: ClientFlags,
+}
+
+/// What a phase does, once per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum Operation {
+    CanonicalPut,
+    ReferencePut,
+    CanonicalGet,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum Transport {
+    Grpc,
+    Rest,
+}
+
+/// The name a value has on the command line, which is also its name in the JSON report.
+fn name(value: &impl ValueEnum) -> String {
+    value
+        .to_possible_value()
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_default()
 }
 
 /// Everything one worker needs.
@@ -87,10 +112,10 @@ impl Target {
         payload
     }
 
-    async fn one(&self, op: &str, transport: &str) -> Result<(), String> {
+    async fn one(&self, op: Operation, transport: Transport) -> Result<(), String> {
         let now = OffsetDateTime::now_utc();
         match (op, transport) {
-            ("canonical_put", "grpc") => {
+            (Operation::CanonicalPut, Transport::Grpc) => {
                 let request = canonical_request(
                     self.payload(),
                     "observation",
@@ -104,7 +129,7 @@ impl Target {
                     .map(drop)
                     .map_err(|e| e.to_string())
             }
-            ("canonical_put", "rest") => {
+            (Operation::CanonicalPut, Transport::Rest) => {
                 let r = canonical_request(
                     self.payload(),
                     "observation",
@@ -126,7 +151,7 @@ impl Target {
                 )
                 .await
             }
-            ("reference_put", "grpc") => {
+            (Operation::ReferencePut, Transport::Grpc) => {
                 let request =
                     signed_reference(&self.key, &self.agent, &self.object_id, "bench", now)
                         .map_err(|e| e.to_string())?;
@@ -136,7 +161,7 @@ impl Target {
                     .map(drop)
                     .map_err(|e| e.to_string())
             }
-            ("reference_put", "rest") => {
+            (Operation::ReferencePut, Transport::Rest) => {
                 let r = signed_reference(&self.key, &self.agent, &self.object_id, "bench", now)
                     .map_err(|e| e.to_string())?;
                 let body = json!({
@@ -152,7 +177,7 @@ impl Target {
                 )
                 .await
             }
-            ("canonical_get", "grpc") => self
+            (Operation::CanonicalGet, Transport::Grpc) => self
                 .noema
                 .ledger()
                 .get_canonical(pb::GetCanonicalRequest {
@@ -161,7 +186,7 @@ impl Target {
                 .await
                 .map(drop)
                 .map_err(|e| e.to_string()),
-            ("canonical_get", "rest") => {
+            (Operation::CanonicalGet, Transport::Rest) => {
                 self.rest_call(
                     self.http
                         .get(format!("{}/canonicals/{}", self.rest, self.object_id)),
@@ -169,7 +194,6 @@ impl Target {
                 )
                 .await
             }
-            _ => Err(format!("unknown operation {op} over {transport}")),
         }
     }
 
@@ -205,8 +229,8 @@ fn percentile(sorted_micros: &[u64], p: f64) -> f64 {
 
 async fn run_phase(
     target: Arc<Target>,
-    op: &str,
-    transport: &str,
+    op: Operation,
+    transport: Transport,
     concurrency: usize,
     duration: Duration,
     server_pid: Option<u32>,
@@ -217,14 +241,13 @@ async fn run_phase(
     let mut workers = Vec::new();
     for _ in 0..concurrency {
         let target = Arc::clone(&target);
-        let (op, transport) = (op.to_owned(), transport.to_owned());
         workers.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             let mut errors = 0u64;
             let mut first_error = None;
             while Instant::now() < deadline {
                 let started = Instant::now();
-                match target.one(&op, &transport).await {
+                match target.one(op, transport).await {
                     Ok(()) => latencies
                         .push(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)),
                     Err(e) => {
@@ -259,7 +282,7 @@ async fn run_phase(
     #[allow(clippy::cast_precision_loss)]
     let throughput = all.len() as f64 / elapsed;
     json!({
-        "op": op, "transport": transport, "ops": all.len(), "errors": errors,
+        "op": name(&op), "transport": name(&transport), "ops": all.len(), "errors": errors,
         "first_error": first_error,
         "throughput_per_sec": (throughput * 10.0).round() / 10.0,
         "p50_ms": percentile(&all, 0.50), "p99_ms": percentile(&all, 0.99),
@@ -323,8 +346,8 @@ pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
     });
     let duration = Duration::from_secs(args.duration);
     let mut results = Vec::new();
-    for op in &args.ops {
-        for transport in &args.transports {
+    for &op in &args.ops {
+        for &transport in &args.transports {
             results.push(
                 run_phase(
                     Arc::clone(&target),
