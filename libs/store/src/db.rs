@@ -274,6 +274,14 @@ impl Database {
         }
     }
 
+    /// Whether [`Database::close`] has been called: a closed database takes no more work.
+    pub fn is_closed(&self) -> bool {
+        match self {
+            Database::Sqlite(pool) => pool.is_closed(),
+            Database::Postgres(pool) => pool.is_closed(),
+        }
+    }
+
     /// Apply the pending migrations of `m` for this engine. Already-applied migrations are
     /// skipped (checked by version and checksum), so calling this twice is a no-op.
     ///

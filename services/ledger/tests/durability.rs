@@ -16,6 +16,8 @@ use noema_store::object::faulty::FaultyObjectStore;
 use noema_store::{Database, ObjectStore};
 use time::OffsetDateTime;
 
+mod support;
+
 struct Rig {
     ledger: Arc<Ledger>,
     faults: Arc<FaultyObjectStore>,
@@ -80,25 +82,10 @@ fn uuid_like() -> String {
 }
 
 fn submission(n: u32) -> CanonicalSubmission {
-    let request = noema_client::ledger::canonical_request(
+    support::submission(
         format!("{{\"durable\":{n},\"run\":\"{}\"}}", uuid_like()).into_bytes(),
-        "observation",
-        "application/json",
         "durability:test",
-        OffsetDateTime::now_utc(),
-    );
-    CanonicalSubmission {
-        schema_version: request.schema_version,
-        id: request.id,
-        object_type: request.object_type,
-        content_type: request.content_type,
-        size_bytes: request.size_bytes,
-        created_at: request.created_at,
-        created_by: request.created_by,
-        storage_path: request.storage_path,
-        payload: request.payload,
-        metadata: None,
-    }
+    )
 }
 
 async fn transient_storage_failures_are_retried(postgres: bool) {
@@ -300,7 +287,6 @@ async fn concurrent_writes_are_group_committed_and_all_kept(postgres: bool) {
 async fn a_failing_write_does_not_fail_its_batch(postgres: bool) {
     use noema_ledger::store::Write;
     let rig = rig(postgres).await;
-    let now = OffsetDateTime::now_utc().replace_nanosecond(0).unwrap();
     let canonical = |n| {
         let (object, _) =
             noema_ledger::domain::canonical::validate(submission(n), OffsetDateTime::now_utc())
@@ -311,20 +297,7 @@ async fn a_failing_write_does_not_fail_its_batch(postgres: bool) {
         }
     };
     let orphan_reference = Write::Reference {
-        reference: noema_ledger::domain::reference::AgentReference {
-            id: "9b2f6a3e-6f0e-4d5b-9a59-0f8f3c1d2e4a".into(),
-            canonical_object_id: format!("sha256:{}", "0".repeat(64)),
-            agent_id: "agent-x".into(),
-            created_at: now,
-            signed_created_at: "2026-01-01T00:00:00Z".into(),
-            context: "c".into(),
-            relevance: None,
-            trust_weight: None,
-            time_horizon: "short".into(),
-            signature: "AAAA".into(),
-            metadata: None,
-            recorded_at: now,
-        },
+        reference: support::orphan_reference("9b2f6a3e-6f0e-4d5b-9a59-0f8f3c1d2e4a"),
         public_key: "ed25519:AAAA".into(),
         submitted_by: "t".into(),
     };

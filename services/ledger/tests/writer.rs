@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use noema_ledger::domain::canonical::{CanonicalObject, CanonicalSubmission, validate};
+use noema_ledger::domain::canonical::{CanonicalObject, validate};
 use noema_ledger::domain::reference::AgentReference;
 use noema_ledger::error::LedgerError;
 use noema_ledger::store::{Page, Query};
@@ -13,6 +13,8 @@ use noema_ledger::{LedgerStore, MIGRATIONS};
 use noema_store::{Database, DbOptions};
 use sqlx::ConnectOptions as _;
 use time::OffsetDateTime;
+
+mod support;
 
 /// Long enough for any honest acquire on a test machine, short enough that a starved reader
 /// fails the test instead of hanging it.
@@ -31,46 +33,13 @@ async fn store(url: &str, max_connections: u32) -> (LedgerStore, Database) {
 }
 
 fn canonical(n: u32) -> CanonicalObject {
-    let request = noema_client::ledger::canonical_request(
-        format!("{{\"writer\":{n}}}").into_bytes(),
-        "observation",
-        "application/json",
-        "writer:test",
-        OffsetDateTime::now_utc(),
-    );
-    let submission = CanonicalSubmission {
-        schema_version: request.schema_version,
-        id: request.id,
-        object_type: request.object_type,
-        content_type: request.content_type,
-        size_bytes: request.size_bytes,
-        created_at: request.created_at,
-        created_by: request.created_by,
-        storage_path: request.storage_path,
-        payload: request.payload,
-        metadata: None,
-    };
+    let submission = support::submission(format!("{{\"writer\":{n}}}").into_bytes(), "writer:test");
     validate(submission, OffsetDateTime::now_utc()).unwrap().0
 }
 
-/// A reference to an object that does not exist: its insert breaks the foreign key, so
-/// the writer's batch fails.
+/// A reference whose insert breaks the foreign key, so the writer's batch fails.
 fn orphan_reference() -> AgentReference {
-    let now = OffsetDateTime::now_utc().replace_nanosecond(0).unwrap();
-    AgentReference {
-        id: "0f3c1d2e-4a9b-4f6a-8e6f-0e4d5b9a590f".into(),
-        canonical_object_id: format!("sha256:{}", "0".repeat(64)),
-        agent_id: "agent-x".into(),
-        created_at: now,
-        signed_created_at: "2026-01-01T00:00:00Z".into(),
-        context: "c".into(),
-        relevance: None,
-        trust_weight: None,
-        time_horizon: "short".into(),
-        signature: "AAAA".into(),
-        metadata: None,
-        recorded_at: now,
-    }
+    support::orphan_reference("0f3c1d2e-4a9b-4f6a-8e6f-0e4d5b9a590f")
 }
 
 /// `sqlite::memory:` is one connection; a writer that kept it would leave every read

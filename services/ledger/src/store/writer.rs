@@ -111,11 +111,7 @@ impl Session {
     ) -> Result<Vec<Result<(), LedgerError>>, LedgerError> {
         // A closed database takes no more writes, even though the writer's own SQLite
         // connection would still work.
-        let closed = match &self.db {
-            Database::Sqlite(pool) => pool.is_closed(),
-            Database::Postgres(pool) => pool.is_closed(),
-        };
-        if closed {
+        if self.db.is_closed() {
             self.held = None;
             return Err(sqlx::Error::PoolClosed.into());
         }
