@@ -2,8 +2,9 @@
 //!
 //! - [`db`]: a [`Database`] pool chosen by URL (`sqlite://…`, `sqlite::memory:`,
 //!   `postgres://…`) and per-service [`Migrations`].
-//! - [`object`]: an [`ObjectStore`] chosen by URL (`file://…`, `s3://…`), a fault-injecting
-//!   wrapper for durability tests and the conformance suite every backend passes.
+//! - [`object`]: an [`ObjectStore`] chosen by URL (`pack://…`, `file://…`, `s3://…`), a
+//!   fault-injecting wrapper for durability tests and the conformance suite every backend
+//!   passes.
 //! - [`testing`]: fresh Postgres databases for tests.
 //!
 //! This crate holds no service's SQL: services own their queries and migrations.

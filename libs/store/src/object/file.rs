@@ -53,6 +53,7 @@ use rustix::io::Errno;
 use tokio::io::AsyncReadExt;
 
 use super::key::{validate_key, validate_prefix};
+use super::local::{blocking, create_dir_durably, io_error, sync_dir};
 use super::{ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore};
 
 const OBJECTS: &str = "objects";
@@ -488,36 +489,6 @@ impl DirSyncs {
     }
 }
 
-/// Create `dir` and any missing ancestors, `fsync`ing the parent of each one so that the new
-/// directory entries survive a crash. Only for the store's own directories, at open.
-fn create_dir_durably(dir: &Path) -> io::Result<()> {
-    let mut missing = Vec::new();
-    let mut cur = dir;
-    while !cur.is_dir() {
-        missing.push(cur);
-        match cur.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => cur = parent,
-            _ => break,
-        }
-    }
-    for d in missing.into_iter().rev() {
-        match fs::create_dir(d) {
-            Ok(()) => {}
-            // Created concurrently; we still sync its parent below before relying on it.
-            Err(e) if e.kind() == ErrorKind::AlreadyExists && d.is_dir() => {}
-            Err(e) => return Err(e),
-        }
-        if let Some(parent) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
-            sync_dir(parent)?;
-        }
-    }
-    Ok(())
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
 fn remove_stale_tmp(tmp: &Path) {
     let Ok(entries) = fs::read_dir(tmp) else {
         return;
@@ -597,28 +568,6 @@ fn is_missing(e: &io::Error) -> bool {
         e.kind(),
         ErrorKind::NotFound | ErrorKind::NotADirectory | ErrorKind::IsADirectory
     )
-}
-
-fn io_error(op: &'static str, target: &str, e: io::Error) -> ObjectError {
-    match e.kind() {
-        ErrorKind::TimedOut | ErrorKind::Interrupted | ErrorKind::WouldBlock => {
-            ObjectError::unavailable(op, target, e)
-        }
-        _ => ObjectError::backend(op, target, e),
-    }
-}
-
-/// Run blocking file system work off the async threads.
-async fn blocking<T, F>(op: &'static str, target: String, f: F) -> Result<T, ObjectError>
-where
-    T: Send + 'static,
-    F: FnOnce() -> io::Result<T> + Send + 'static,
-{
-    match tokio::task::spawn_blocking(f).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(io_error(op, &target, e)),
-        Err(join) => Err(ObjectError::backend(op, target, join)),
-    }
 }
 
 #[async_trait]

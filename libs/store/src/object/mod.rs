@@ -1,6 +1,7 @@
-//! Object storage chosen by URL: `file://` (local directory) or `s3://` (any S3-compatible
-//! service), plus a fault-injecting wrapper for durability tests and a conformance suite that
-//! every backend must pass.
+//! Object storage chosen by URL: `file://` (local directory, a file per object), `pack://`
+//! (local directory, append-only segments) or `s3://` (any S3-compatible service), plus a
+//! fault-injecting wrapper for durability tests and a conformance suite that every backend must
+//! pass.
 //!
 //! Semantics shared by all backends (the conformance suite checks them):
 //! - `put` is durable when it returns `Ok`. Putting an existing key replaces it whole: the last
@@ -17,6 +18,8 @@ mod error;
 pub mod faulty;
 pub mod file;
 pub mod key;
+mod local;
+pub mod pack;
 pub mod s3;
 
 use std::pin::Pin;
@@ -29,6 +32,7 @@ use futures::{Stream, StreamExt};
 pub use error::{ACCEPTED_OBJECT_STORE_URLS, BoxError, ObjectError};
 pub use faulty::FaultyObjectStore;
 pub use file::{ContentTypeStorage, FileObjectStore, FileStoreOptions};
+pub use pack::{PackObjectStore, PackStoreOptions};
 pub use s3::S3ObjectStore;
 
 use crate::redact::redact_url;
@@ -118,13 +122,25 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
 /// Open the object store named by `url`:
 ///
 /// - `file:///abs/dir` or `file://relative/dir`: a [`FileObjectStore`] rooted there (created if
-///   missing).
+///   missing): one file per object.
+/// - `pack:///abs/dir` or `pack://relative/dir`: a [`PackObjectStore`] rooted there (created if
+///   missing): objects appended to segment files, for many small write-once objects.
 /// - `s3://bucket[/prefix][?endpoint=…&region=…&force_path_style=…&create_bucket=…]`: an
 ///   [`S3ObjectStore`]; see [`s3::S3Location`] for the parameters.
 #[tracing::instrument(skip_all, fields(url = %redact_url(url).text))]
 pub async fn open(url: &str) -> Result<Arc<dyn ObjectStore>, ObjectError> {
     if let Some(path) = url.strip_prefix("file://") {
         let store = FileObjectStore::open(path).await.map_err(|e| match e {
+            ObjectError::InvalidUrl { reason, .. } => ObjectError::InvalidUrl {
+                url_redacted: redact_url(url).text,
+                reason,
+            },
+            other => other,
+        })?;
+        return Ok(Arc::new(store));
+    }
+    if let Some(path) = url.strip_prefix("pack://") {
+        let store = PackObjectStore::open(path).await.map_err(|e| match e {
             ObjectError::InvalidUrl { reason, .. } => ObjectError::InvalidUrl {
                 url_redacted: redact_url(url).text,
                 reason,
