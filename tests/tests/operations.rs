@@ -60,9 +60,9 @@ async fn readiness_follows_the_object_store() {
         .unwrap();
     wait_for(&cluster, ServingStatus::Serving, 200).await;
 
-    // The file store's root goes away (an unmounted volume, say).
-    let root = cluster.data_dir().join("objects");
-    let away = cluster.data_dir().join("objects.away");
+    // The object store's root goes away (an unmounted volume, say).
+    let root = cluster.data_dir().join("packs");
+    let away = cluster.data_dir().join("packs.away");
     std::fs::rename(&root, &away).unwrap();
     let body = wait_for(&cluster, ServingStatus::NotServing, 503).await;
     assert_eq!(body["services"][LEDGER], "not_serving", "{body}");

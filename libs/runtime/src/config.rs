@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 
 /// Prefix of environment overrides: `NOEMA__SERVER__GRPC_ADDR=0.0.0.0:50051`.
 pub const ENV_PREFIX: &str = "NOEMA__";
+/// Where the embedded default keeps the ledger's objects (`pack://`) under the data dir.
+pub const PACKS_DIR: &str = "packs";
+/// Where versions before the pack store kept them (`file://`); still used where it exists.
+pub const LEGACY_OBJECTS_DIR: &str = "objects";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -92,7 +96,7 @@ pub enum LogFormat {
 pub struct StorageConfig {
     /// `sqlite://…` or `postgres://…`.
     pub database_url: String,
-    /// `file://…` or `s3://bucket/prefix?endpoint=…`.
+    /// `pack://…`, `file://…` or `s3://bucket/prefix?endpoint=…`.
     pub object_store_url: String,
     /// Connection pool size.
     pub max_connections: u32,
@@ -290,7 +294,7 @@ impl NoemaConfig {
             check_scheme(
                 &format!("{service}.object_store_url"),
                 &storage.object_store_url,
-                &["file://", "s3://"],
+                &["pack://", "file://", "s3://"],
             )?;
             if storage.max_connections == 0 {
                 return Err(invalid(
@@ -372,10 +376,16 @@ impl NoemaConfig {
         self.server.data_dir.join("owner.token")
     }
 
-    /// The ledger's object store URL, defaulting to `file://<data_dir>/objects`.
+    /// The ledger's object store URL, defaulting to `pack://<data_dir>/packs`; or, for a data
+    /// dir that earlier versions filled, to the `file://<data_dir>/objects` it already has.
     pub fn ledger_object_store_url(&self) -> String {
         self.storage_url(&self.ledger.object_store_url, |dir| {
-            format!("file://{}", dir.join("objects").display())
+            let earlier = dir.join(LEGACY_OBJECTS_DIR);
+            if earlier.is_dir() {
+                format!("file://{}", earlier.display())
+            } else {
+                format!("pack://{}", dir.join(PACKS_DIR).display())
+            }
         })
     }
 
@@ -409,8 +419,23 @@ mod tests {
         );
         assert_eq!(
             config.ledger_object_store_url(),
-            "file://./noema-data/objects"
+            "pack://./noema-data/packs"
         );
+    }
+
+    #[test]
+    fn a_data_dir_of_an_earlier_version_keeps_its_file_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ConfigLoader::new()
+            .without_env()
+            .set("server.data_dir", dir.path().display().to_string())
+            .load()
+            .unwrap();
+        let packs = format!("pack://{}", dir.path().join("packs").display());
+        assert_eq!(config.ledger_object_store_url(), packs);
+        std::fs::create_dir(dir.path().join("objects")).unwrap();
+        let objects = format!("file://{}", dir.path().join("objects").display());
+        assert_eq!(config.ledger_object_store_url(), objects);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Durability of the write path against a fault-injecting object store, on SQLite +
-//! file:// and on Postgres + S3: a failure between storage and ledger never leaves a
+//! pack:// (the embedded default) and on Postgres + S3: a failure between storage and ledger never leaves a
 //! ledger row without bytes, reconcile reports the orphan, and a retry adopts it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -47,7 +47,7 @@ async fn rig(postgres: bool) -> Rig {
     } else {
         (
             format!("sqlite://{}", dir.path().join("ledger.db").display()),
-            format!("file://{}", dir.path().join("objects").display()),
+            format!("pack://{}", dir.path().join("packs").display()),
         )
     };
     let db = Database::connect(&db_url).await.unwrap();

@@ -11,6 +11,13 @@
 //! Restore checks the whole manifest first, then copies into a data directory that must be
 //! empty or absent: it never merges into, or overwrites, live data.
 //!
+//! The ledger's object store is either a pack store (`pack://`, the default) or a file store
+//! (`file://`, what earlier versions made). A pack store's backup is a copy of its segment
+//! files: segments only grow, so a copy taken while Noema appends is a valid store whose last
+//! record may be cut short, which the store skips on open (that record is at most an orphan:
+//! the database snapshots were taken first). Restore puts the objects back into the kind of
+//! store they came from.
+//!
 //! Content types: the file object store keeps an object's content type in an extended
 //! attribute of its file (`user.noema.content_type`), which a file-by-file copy would drop. A
 //! backup writes each one as the store's `meta/<key>` file instead (the form earlier versions
@@ -39,14 +46,26 @@ const STORE_TMP: &str = "tmp";
 /// The file object store's directories of object files and of content type files.
 const STORE_OBJECTS: &str = "objects";
 const STORE_META: &str = "meta";
+/// The pack object store's directory of segments (its lock file is never part of a backup).
+const STORE_SEGMENTS: &str = "segments";
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
     #[error(
-        "{setting} is a {scheme} URL: noema backup/restore cover the embedded default (sqlite:// and \
-         file://); back up Postgres with pg_dump and S3 with bucket versioning (docs/deploy.md)"
+        "{setting} is a {scheme} URL: noema backup/restore cover the embedded default (sqlite://, \
+         pack:// and file://); back up Postgres with pg_dump and S3 with bucket versioning \
+         (docs/deploy.md)"
     )]
     NotEmbedded { setting: String, scheme: String },
+    #[error(
+        "the backup holds a {backup} object store but ledger.object_store_url is a {configured} \
+         URL: restore with a configuration whose ledger.object_store_url is a {backup} URL, or \
+         unset (the default)"
+    )]
+    StoreKindMismatch {
+        backup: StoreKind,
+        configured: StoreKind,
+    },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -92,10 +111,43 @@ pub struct FileEntry {
     pub sha256: String,
 }
 
+/// Which local object store the ledger's objects are in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// `pack://`: append-only segments.
+    Pack,
+    /// `file://`: a file per object.
+    File,
+}
+
+impl std::fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StoreKind::Pack => "pack://",
+            StoreKind::File => "file://",
+        })
+    }
+}
+
+impl StoreKind {
+    /// The kind of store a backup's files come from, or `None` if it holds no objects.
+    fn of_backup(manifest: &Manifest) -> Option<StoreKind> {
+        manifest.files.iter().find_map(|f| {
+            let relative = f.path.strip_prefix(&format!("{OBJECTS}/"))?;
+            Some(if relative.starts_with(&format!("{STORE_SEGMENTS}/")) {
+                StoreKind::Pack
+            } else {
+                StoreKind::File
+            })
+        })
+    }
+}
+
 /// Where the embedded default keeps one service's files, from the configuration.
 struct Layout {
     databases: Vec<(Role, PathBuf)>,
     objects: PathBuf,
+    objects_kind: StoreKind,
     owner_token: PathBuf,
 }
 
@@ -124,10 +176,12 @@ fn layout(config: &NoemaConfig) -> Result<Layout, BackupError> {
         databases.push((role, PathBuf::from(path)));
     }
     let url = config.ledger_object_store_url();
-    let objects = url
-        .strip_prefix("file://")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
+    let (objects_kind, objects) = [("pack://", StoreKind::Pack), ("file://", StoreKind::File)]
+        .into_iter()
+        .find_map(|(prefix, kind)| {
+            let path = url.strip_prefix(prefix).filter(|p| !p.is_empty())?;
+            Some((kind, PathBuf::from(path)))
+        })
         .ok_or_else(|| BackupError::NotEmbedded {
             setting: "ledger.object_store_url".into(),
             scheme: scheme(&url),
@@ -135,6 +189,7 @@ fn layout(config: &NoemaConfig) -> Result<Layout, BackupError> {
     Ok(Layout {
         databases,
         objects,
+        objects_kind,
         owner_token: config.owner_token_path(),
     })
 }
@@ -267,6 +322,19 @@ fn copy_object_store(store: &Path, out: &Path) -> Result<Vec<FileEntry>, BackupE
         )?);
     }
     Ok(copied)
+}
+
+/// Copies the segments of the pack store rooted at `store` into `out/objects/segments/`.
+fn copy_pack_store(store: &Path, out: &Path) -> Result<Vec<FileEntry>, BackupError> {
+    let segments = format!("{STORE_SEGMENTS}/");
+    walk(store)?
+        .into_iter()
+        .filter(|relative| relative.starts_with(&segments))
+        .map(|relative| {
+            let name = format!("{OBJECTS}/{relative}");
+            copy_hashed(&store.join(&relative), &out.join(&name), 0o600, &name)
+        })
+        .collect()
 }
 
 fn hash_file(path: &Path) -> Result<(u64, String), BackupError> {
@@ -402,13 +470,17 @@ pub async fn backup(config: &NoemaConfig, out: &Path) -> Result<Manifest, Backup
             sha256,
         });
     }
-    let (objects, token, out_dir) = (
+    let (objects, objects_kind, token, out_dir) = (
         layout.objects.clone(),
+        layout.objects_kind,
         layout.owner_token.clone(),
         out.to_path_buf(),
     );
     let mut copied = blocking(move || {
-        let mut copied = copy_object_store(&objects, &out_dir)?;
+        let mut copied = match objects_kind {
+            StoreKind::Pack => copy_pack_store(&objects, &out_dir)?,
+            StoreKind::File => copy_object_store(&objects, &out_dir)?,
+        };
         if token.is_file() {
             copied.push(copy_hashed(
                 &token,
@@ -507,11 +579,28 @@ pub fn verify(from: &Path) -> Result<Manifest, BackupError> {
 pub async fn restore(config: &NoemaConfig, from: &Path) -> Result<Manifest, BackupError> {
     let layout = layout(config)?;
     let data_dir = config.server.data_dir.clone();
+    let configured_store = !config.ledger.object_store_url.is_empty();
     let from = from.to_path_buf();
     blocking(move || {
         let manifest = verify(&from)?;
+        // Objects go back into the kind of store they came from: where the default puts that
+        // kind, unless a store is configured, which must then be of that kind.
+        let objects = match StoreKind::of_backup(&manifest) {
+            None => layout.objects.clone(),
+            Some(kind) if kind == layout.objects_kind => layout.objects.clone(),
+            Some(kind) if !configured_store => data_dir.join(match kind {
+                StoreKind::Pack => noema_runtime::config::PACKS_DIR,
+                StoreKind::File => noema_runtime::config::LEGACY_OBJECTS_DIR,
+            }),
+            Some(kind) => {
+                return Err(BackupError::StoreKindMismatch {
+                    backup: kind,
+                    configured: layout.objects_kind,
+                });
+            }
+        };
         for target in layout.databases.iter().map(|(_, p)| p).chain([
-            &layout.objects,
+            &objects,
             &layout.owner_token,
             &data_dir,
         ]) {
@@ -543,7 +632,7 @@ pub async fn restore(config: &NoemaConfig, from: &Path) -> Result<Manifest, Back
                     }
                 }
             } else if let Some(relative) = entry.path.strip_prefix(&format!("{OBJECTS}/")) {
-                layout.objects.join(relative)
+                objects.join(relative)
             } else if entry.path == OWNER_TOKEN {
                 layout.owner_token.clone()
             } else {

@@ -789,8 +789,13 @@ async fn backup_while_running_then_restore_into_a_new_dir() {
     ] {
         assert!(paths.contains(&expected), "{expected} not in {paths:?}");
     }
+    // The default object store is a pack store: its segments, never its lock file.
+    let objects: Vec<&&str> = paths.iter().filter(|p| p.starts_with("objects/")).collect();
+    assert!(!objects.is_empty(), "{paths:?}");
     assert!(
-        paths.iter().filter(|p| p.starts_with("objects/")).count() >= 3,
+        objects
+            .iter()
+            .all(|p| p.starts_with("objects/segments/") && p.ends_with(".pack")),
         "{paths:?}"
     );
     // Not into a backup that exists.
@@ -890,9 +895,11 @@ async fn backup_while_running_then_restore_into_a_new_dir() {
     assert!(wait_exit(&mut again.child, Duration::from_secs(20)).success());
 }
 
-/// Content types survive `noema backup` → `noema restore`: those the store keeps in an
-/// extended attribute (the backup holds them as meta files), those in meta files written by
-/// earlier versions, and the absence of one; an attribute wins over a stale meta file.
+/// A data dir of an earlier version keeps its file store (`<data_dir>/objects`), and content
+/// types survive `noema backup` → `noema restore` of it: those the store keeps in an extended
+/// attribute (the backup holds them as meta files), those in meta files written by earlier
+/// versions, and the absence of one; an attribute wins over a stale meta file. Its backup
+/// does not restore into a configured pack store.
 #[tokio::test]
 async fn backup_and_restore_keep_content_types() {
     use bytes::Bytes;
@@ -964,6 +971,23 @@ async fn backup_and_restore_keep_content_types() {
         let head = store.head(key).await.unwrap().unwrap();
         assert_eq!(head.content_type.as_deref(), content_type, "{key} restored");
     }
+
+    // A file store's backup does not go into a configured pack store.
+    let elsewhere = dir.path().join("elsewhere");
+    let out = run(noema()
+        .args(["restore", "--from", backup.to_str().unwrap()])
+        .args(["--data-dir", elsewhere.to_str().unwrap()])
+        .env(
+            "NOEMA__LEDGER__OBJECT_STORE_URL",
+            format!("pack://{}", elsewhere.join("packs").display()),
+        ));
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("holds a file:// object store") && err.contains("pack:// URL"),
+        "{err}"
+    );
+    assert!(!elsewhere.exists(), "a refused restore wrote nothing");
 }
 
 /// An operation or transport the bench does not know is a usage error, named with the
