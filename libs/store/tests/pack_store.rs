@@ -56,11 +56,7 @@ async fn pack_backend_conformance_across_many_small_segments() {
         .await
         .unwrap();
     conformance::run_all(Arc::new(store), &scratch("conformance")).await;
-    assert!(
-        segments(dir.path()).len() > 2,
-        "{:?}",
-        segments(dir.path())
-    );
+    assert!(segments(dir.path()).len() > 2, "{:?}", segments(dir.path()));
 }
 
 #[tokio::test]

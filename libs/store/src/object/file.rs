@@ -53,7 +53,7 @@ use rustix::io::Errno;
 use tokio::io::AsyncReadExt;
 
 use super::key::{validate_key, validate_prefix};
-use super::local::{blocking, create_dir_durably, io_error, sync_dir};
+use super::local::{blocking, create_dir_durably, io_error, require_root, sync_dir};
 use super::{ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore};
 
 const OBJECTS: &str = "objects";
@@ -112,12 +112,7 @@ impl FileObjectStore {
         options: FileStoreOptions,
     ) -> Result<Self, ObjectError> {
         let root = root.as_ref().to_path_buf();
-        if root.as_os_str().is_empty() {
-            return Err(ObjectError::InvalidUrl {
-                url_redacted: "file://".into(),
-                reason: "the file URL has no directory path".into(),
-            });
-        }
+        require_root(&root, "file")?;
         let target = root.display().to_string();
         let probe_root = root.clone();
         let content_types = blocking("open", target, move || {
@@ -330,17 +325,7 @@ impl FileObjectStore {
             found: Vec::new(),
         };
         walk.dir(&self.root.join(OBJECTS).join(dir_key), dir_key)?;
-        let mut objects = walk.found;
-        let next_start_after = if objects.len() > limit {
-            objects.truncate(limit);
-            objects.last().map(|m| m.key.clone())
-        } else {
-            None
-        };
-        Ok(ListPage {
-            objects,
-            next_start_after,
-        })
+        Ok(ListPage::from_one_extra(walk.found, limit))
     }
 }
 

@@ -57,3 +57,14 @@ where
         Err(join) => Err(ObjectError::backend(op, target, join)),
     }
 }
+
+/// A local store needs a root directory: `scheme://` alone names none.
+pub(super) fn require_root(root: &Path, scheme: &str) -> Result<(), ObjectError> {
+    if root.as_os_str().is_empty() {
+        return Err(ObjectError::InvalidUrl {
+            url_redacted: format!("{scheme}://"),
+            reason: format!("the {scheme} URL has no directory path"),
+        });
+    }
+    Ok(())
+}

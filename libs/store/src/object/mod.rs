@@ -88,6 +88,23 @@ pub struct ListPage {
     pub next_start_after: Option<String>,
 }
 
+impl ListPage {
+    /// The page for a listing that asked for `limit + 1` objects in key order, so that the
+    /// extra one, if found, says that more follow.
+    pub(crate) fn from_one_extra(mut objects: Vec<ObjectMeta>, limit: usize) -> Self {
+        let next_start_after = if objects.len() > limit {
+            objects.truncate(limit);
+            objects.last().map(|m| m.key.clone())
+        } else {
+            None
+        };
+        ListPage {
+            objects,
+            next_start_after,
+        }
+    }
+}
+
 /// A place to keep immutable blobs by key. See the module documentation for the semantics
 /// every implementation shares.
 #[async_trait]
@@ -129,24 +146,20 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
 ///   [`S3ObjectStore`]; see [`s3::S3Location`] for the parameters.
 #[tracing::instrument(skip_all, fields(url = %redact_url(url).text))]
 pub async fn open(url: &str) -> Result<Arc<dyn ObjectStore>, ObjectError> {
+    // A local store's URL errors name the whole URL, not just its path.
+    let with_url = |e: ObjectError| match e {
+        ObjectError::InvalidUrl { reason, .. } => ObjectError::InvalidUrl {
+            url_redacted: redact_url(url).text,
+            reason,
+        },
+        other => other,
+    };
     if let Some(path) = url.strip_prefix("file://") {
-        let store = FileObjectStore::open(path).await.map_err(|e| match e {
-            ObjectError::InvalidUrl { reason, .. } => ObjectError::InvalidUrl {
-                url_redacted: redact_url(url).text,
-                reason,
-            },
-            other => other,
-        })?;
+        let store = FileObjectStore::open(path).await.map_err(with_url)?;
         return Ok(Arc::new(store));
     }
     if let Some(path) = url.strip_prefix("pack://") {
-        let store = PackObjectStore::open(path).await.map_err(|e| match e {
-            ObjectError::InvalidUrl { reason, .. } => ObjectError::InvalidUrl {
-                url_redacted: redact_url(url).text,
-                reason,
-            },
-            other => other,
-        })?;
+        let store = PackObjectStore::open(path).await.map_err(with_url)?;
         return Ok(Arc::new(store));
     }
     if url.starts_with("s3://") {

@@ -56,7 +56,7 @@ use tokio::sync::oneshot;
 use self::record::Kind;
 use self::writer::{Active, Append, Writer};
 use super::key::{validate_key, validate_prefix};
-use super::local::{blocking, create_dir_durably, io_error, sync_dir};
+use super::local::{blocking, create_dir_durably, io_error, require_root, sync_dir};
 use super::{ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore};
 
 const SEGMENTS: &str = "segments";
@@ -201,12 +201,7 @@ impl PackObjectStore {
         options: PackStoreOptions,
     ) -> Result<Self, ObjectError> {
         let root = root.as_ref().to_path_buf();
-        if root.as_os_str().is_empty() {
-            return Err(ObjectError::InvalidUrl {
-                url_redacted: "pack://".into(),
-                reason: "the pack URL has no directory path".into(),
-            });
-        }
+        require_root(&root, "pack")?;
         let target = root.display().to_string();
         let inner = blocking("open", target, move || open_blocking(root, options)).await?;
         Ok(PackObjectStore {
@@ -462,7 +457,7 @@ impl ObjectStore for PackObjectStore {
             _ => Bound::Included(prefix),
         };
         let index = self.inner.shared.read_index();
-        let mut objects: Vec<ObjectMeta> = index
+        let objects: Vec<ObjectMeta> = index
             .range::<str, _>((from, Bound::Unbounded))
             .take_while(|(key, _)| key.starts_with(prefix))
             .take(limit.saturating_add(1))
@@ -471,17 +466,7 @@ impl ObjectStore for PackObjectStore {
                 ..Self::meta(key, entry)
             })
             .collect();
-        drop(index);
-        let next_start_after = if objects.len() > limit {
-            objects.truncate(limit);
-            objects.last().map(|m| m.key.clone())
-        } else {
-            None
-        };
-        Ok(ListPage {
-            objects,
-            next_start_after,
-        })
+        Ok(ListPage::from_one_extra(objects, limit))
     }
 
     #[tracing::instrument(skip_all, fields(key = %key))]
