@@ -247,7 +247,6 @@ impl PackObjectStore {
             key: key.to_owned(),
             content_type: self.inner.shared.intern(content_type),
             modified_nanos,
-            body_len: body.len() as u64,
             record: record::encode(kind, key, content_type, body, modified_nanos),
             done,
         };
@@ -338,9 +337,9 @@ fn open_blocking(root: PathBuf, options: PackStoreOptions) -> io::Result<Inner> 
             }
             let file = Arc::new(file);
             shared.add_segment(id, file.clone());
-            // Only the last segment may be appended to, and only if it ends cleanly.
-            last_clean = (summary.invalid_bytes == 0 && len < options.segment_bytes)
-                .then_some(Active { id, file, len });
+            // Only the last segment may be appended to, and only if it ends cleanly (the writer
+            // starts the next one first if it is full).
+            last_clean = (summary.invalid_bytes == 0).then_some(Active { id, file, len });
         }
         tracing::info!(
             root = %root.display(),

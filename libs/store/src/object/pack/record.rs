@@ -60,6 +60,13 @@ pub(super) struct Encoded {
     pub body_start: usize,
 }
 
+impl Encoded {
+    /// Length of the body the record carries.
+    pub fn body_len(&self) -> u64 {
+        (self.bytes.len() - self.body_start) as u64
+    }
+}
+
 /// Encode a record. The key and content type lengths must already be checked against
 /// [`u16::MAX`] (keys are at most 255 bytes; see [`super::PackObjectStore::put`]).
 pub(super) fn encode(

@@ -26,7 +26,6 @@ pub(super) struct Append {
     pub key: String,
     pub content_type: Option<Arc<str>>,
     pub modified_nanos: i64,
-    pub body_len: u64,
     pub record: Encoded,
     pub done: oneshot::Sender<io::Result<()>>,
 }
@@ -79,7 +78,7 @@ impl Writer {
                                     Entry {
                                         segment,
                                         body_offset,
-                                        body_len: append.body_len,
+                                        body_len: append.record.body_len(),
                                         modified_nanos: append.modified_nanos,
                                         content_type: append.content_type.clone(),
                                     },
