@@ -6,8 +6,8 @@
 //! breaks every link after it.
 
 use crate::content_id::ContentId;
-use crate::jcs::JcsError;
-use serde_json::{Value, json};
+use crate::jcs::{self, JcsError};
+use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -69,21 +69,46 @@ impl AuditDraft {
 impl AuditEntry {
     /// The hash this entry should carry, from its own fields.
     pub fn compute_hash(&self) -> Result<String, JcsError> {
+        Ok(ContentId::of_bytes(self.canonical_text()?.as_bytes()).into_string())
+    }
+
+    /// The RFC 8785 form of the entry's fields. Assembled by hand because it is computed
+    /// for every write, inside the serialised append: the keys are fixed, so they are
+    /// written in their sorted order, and only `id` and `detail` go through the general
+    /// canonicalizer (`id` because JCS writes every number as an ECMAScript double).
+    fn canonical_text(&self) -> Result<String, JcsError> {
+        fn optional(out: &mut String, value: Option<&str>) {
+            match value {
+                Some(text) => jcs::write_string(out, text),
+                None => out.push_str("null"),
+            }
+        }
         let occurred_at = self
             .occurred_at
             .format(&Rfc3339)
             .unwrap_or_else(|_| self.occurred_at.unix_timestamp_nanos().to_string());
-        let canonical_form = json!({
-            "id": self.id,
-            "occurred_at": occurred_at,
-            "actor": self.actor,
-            "action": self.action,
-            "target_id": self.target_id,
-            "target_type": self.target_type,
-            "detail": self.detail,
-            "prev_hash": self.prev_hash,
-        });
-        Ok(ContentId::of_json(&canonical_form)?.into_string())
+        let mut out = String::with_capacity(256);
+        out.push_str("{\"action\":");
+        jcs::write_string(&mut out, &self.action);
+        out.push_str(",\"actor\":");
+        jcs::write_string(&mut out, &self.actor);
+        out.push_str(",\"detail\":");
+        match &self.detail {
+            Some(detail) => out.push_str(&jcs::canonical_string(detail)?),
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"id\":");
+        out.push_str(&jcs::canonical_string(&Value::from(self.id))?);
+        out.push_str(",\"occurred_at\":");
+        jcs::write_string(&mut out, &occurred_at);
+        out.push_str(",\"prev_hash\":");
+        jcs::write_string(&mut out, &self.prev_hash);
+        out.push_str(",\"target_id\":");
+        optional(&mut out, self.target_id.as_deref());
+        out.push_str(",\"target_type\":");
+        optional(&mut out, self.target_type.as_deref());
+        out.push('}');
+        Ok(out)
     }
 }
 
@@ -131,6 +156,7 @@ pub fn verify_chain<'a>(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn draft(action: &str) -> AuditDraft {
         AuditDraft {
@@ -139,6 +165,76 @@ mod tests {
             target_id: None,
             target_type: Some("system_state".into()),
             detail: Some(json!({"mode": "STOPPED"})),
+        }
+    }
+
+    /// The entry's fields as a JSON object, canonicalized by the general JCS code: what
+    /// the hand-assembled text must equal byte for byte.
+    fn reference_text(e: &AuditEntry) -> String {
+        let value = json!({
+            "id": e.id,
+            "occurred_at": e.occurred_at.format(&Rfc3339).unwrap(),
+            "actor": e.actor,
+            "action": e.action,
+            "target_id": e.target_id,
+            "target_type": e.target_type,
+            "detail": e.detail,
+            "prev_hash": e.prev_hash,
+        });
+        String::from_utf8(crate::jcs::canonicalize(&value).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_hashed_text_is_the_jcs_form_of_the_fields() {
+        let base = draft("create_canonical")
+            .chain(41, "sha256:ab", OffsetDateTime::UNIX_EPOCH)
+            .unwrap();
+        let ids = [
+            0,
+            1,
+            42,
+            (1 << 53) - 1,
+            1 << 53,
+            (1 << 53) + 1,
+            i64::MAX,
+            -7,
+        ];
+        let details = [
+            None,
+            Some(json!({})),
+            Some(
+                json!({"b": [1.5, 1e21, -0.0, null], "a": {"é": "x", "\u{1f600}": "y", "z": true}}),
+            ),
+            Some(json!("text")),
+        ];
+        let texts = [
+            "",
+            "human:\"quoted\"\n\u{0}\u{7f}",
+            "agent:ünïcode \u{2028}/",
+        ];
+        for (n, id) in ids.into_iter().enumerate() {
+            for (m, detail) in details.iter().enumerate() {
+                let text = texts[(n + m) % texts.len()];
+                let entry = AuditEntry {
+                    id,
+                    actor: text.into(),
+                    action: texts[(n + m + 1) % texts.len()].into(),
+                    target_id: (m % 2 == 0).then(|| text.to_owned()),
+                    target_type: (n % 2 == 0).then(|| "canonical_object".to_owned()),
+                    detail: detail.clone(),
+                    occurred_at: OffsetDateTime::from_unix_timestamp_nanos(
+                        1_700_000_000_123_456_000 + i128::from(id % 1000),
+                    )
+                    .unwrap(),
+                    ..base.clone()
+                };
+                let text = entry.canonical_text().unwrap();
+                assert_eq!(text, reference_text(&entry), "id {id}, detail {m}");
+                assert_eq!(
+                    entry.compute_hash().unwrap(),
+                    ContentId::of_bytes(reference_text(&entry).as_bytes()).into_string()
+                );
+            }
         }
     }
 

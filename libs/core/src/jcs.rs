@@ -38,6 +38,11 @@ pub fn canonicalize(value: &serde_json::Value) -> Result<Vec<u8>, JcsError> {
     serde_jcs::to_vec(value).map_err(JcsError::Unrepresentable)
 }
 
+/// [`canonicalize`], as text.
+pub fn canonical_string(value: &serde_json::Value) -> Result<String, JcsError> {
+    serde_jcs::to_string(value).map_err(JcsError::Unrepresentable)
+}
+
 /// Parses `json_text` (rejecting duplicate object keys) and returns its canonical bytes.
 pub fn canonicalize_str(json_text: &str) -> Result<Vec<u8>, JcsError> {
     // First pass only checks for duplicate keys; the second builds the value. Keeping the
