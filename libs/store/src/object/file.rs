@@ -557,7 +557,7 @@ fn is_missing(e: &io::Error) -> bool {
 
 #[async_trait]
 impl ObjectStore for FileObjectStore {
-    #[tracing::instrument(skip_all, fields(key = %key, size = body.len()))]
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %key, size = body.len()))]
     async fn put(&self, key: &str, body: Bytes, content_type: &str) -> Result<(), ObjectError> {
         validate_key(key)?;
         let this = self.clone();
@@ -569,7 +569,7 @@ impl ObjectStore for FileObjectStore {
         .await
     }
 
-    #[tracing::instrument(skip_all, fields(key = %key))]
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
     async fn get(&self, key: &str) -> Result<ObjectBody, ObjectError> {
         validate_key(key)?;
         let this = self.clone();
@@ -612,7 +612,7 @@ impl ObjectStore for FileObjectStore {
         })
     }
 
-    #[tracing::instrument(skip_all, fields(key = %key))]
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, ObjectError> {
         validate_key(key)?;
         let this = self.clone();
@@ -626,7 +626,7 @@ impl ObjectStore for FileObjectStore {
         }))
     }
 
-    #[tracing::instrument(skip_all, fields(prefix = %prefix, start_after = ?start_after, limit = limit))]
+    #[tracing::instrument(level = "debug", skip_all, fields(prefix = %prefix, start_after = ?start_after, limit = limit))]
     async fn list(
         &self,
         prefix: &str,
@@ -644,7 +644,7 @@ impl ObjectStore for FileObjectStore {
         .await
     }
 
-    #[tracing::instrument(skip_all, fields(key = %key))]
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
     async fn delete(&self, key: &str) -> Result<(), ObjectError> {
         validate_key(key)?;
         let this = self.clone();
@@ -662,7 +662,7 @@ impl ObjectStore for FileObjectStore {
         .await
     }
 
-    #[tracing::instrument(skip_all)]
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn check(&self) -> Result<(), ObjectError> {
         let root = self.root.clone();
         let target = root.display().to_string();

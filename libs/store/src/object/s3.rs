@@ -350,7 +350,7 @@ fn to_size(n: Option<i64>) -> u64 {
 
 #[async_trait]
 impl ObjectStore for S3ObjectStore {
-    #[tracing::instrument(skip_all, fields(key = %key, size = body.len()))]
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %key, size = body.len()))]
     async fn put(&self, key: &str, body: Bytes, content_type: &str) -> Result<(), ObjectError> {
         validate_key(key)?;
         let mut request = self
@@ -369,7 +369,7 @@ impl ObjectStore for S3ObjectStore {
             .map_err(|e| self.map_err("put", key, e))
     }
 
-    #[tracing::instrument(skip_all, fields(key = %key))]
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
     async fn get(&self, key: &str) -> Result<ObjectBody, ObjectError> {
         validate_key(key)?;
         let output = self
@@ -403,7 +403,7 @@ impl ObjectStore for S3ObjectStore {
         })
     }
 
-    #[tracing::instrument(skip_all, fields(key = %key))]
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, ObjectError> {
         validate_key(key)?;
         match self
@@ -427,7 +427,7 @@ impl ObjectStore for S3ObjectStore {
         }
     }
 
-    #[tracing::instrument(skip_all, fields(prefix = %prefix, start_after = ?start_after, limit = limit))]
+    #[tracing::instrument(level = "debug", skip_all, fields(prefix = %prefix, start_after = ?start_after, limit = limit))]
     async fn list(
         &self,
         prefix: &str,
@@ -484,7 +484,7 @@ impl ObjectStore for S3ObjectStore {
         }
     }
 
-    #[tracing::instrument(skip_all, fields(key = %key))]
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
     async fn delete(&self, key: &str) -> Result<(), ObjectError> {
         validate_key(key)?;
         match self
@@ -503,7 +503,7 @@ impl ObjectStore for S3ObjectStore {
         }
     }
 
-    #[tracing::instrument(skip_all, fields(bucket = %self.bucket))]
+    #[tracing::instrument(level = "debug", skip_all, fields(bucket = %self.bucket))]
     async fn check(&self) -> Result<(), ObjectError> {
         if self.bucket_exists().await? {
             Ok(())

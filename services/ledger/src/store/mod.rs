@@ -180,7 +180,7 @@ impl LedgerStore {
     }
 
     /// Writes the chain's first entry (`init`) if the audit log is empty. Safe to race.
-    #[tracing::instrument(skip_all)]
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn ensure_initialized(&self) -> Result<(), LedgerError> {
         let init = AuditDraft {
             actor: "system:init".into(),
@@ -192,7 +192,7 @@ impl LedgerStore {
         Ok(self.db.audit_init(init).await?)
     }
 
-    #[tracing::instrument(skip_all)]
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn system_state(&self) -> Result<SystemState, LedgerError> {
         let state: SystemState = dispatch!(self, system_state())?;
         self.remember_mode(state.mode);
@@ -200,7 +200,7 @@ impl LedgerStore {
     }
 
     /// Sets the mode and appends its audit entry in one transaction.
-    #[tracing::instrument(skip_all, fields(mode = %mode))]
+    #[tracing::instrument(level = "debug", skip_all, fields(mode = %mode))]
     pub async fn set_mode(
         &self,
         mode: SystemMode,
@@ -213,7 +213,7 @@ impl LedgerStore {
         Ok(state)
     }
 
-    #[tracing::instrument(skip_all, fields(id = %object.id))]
+    #[tracing::instrument(level = "debug", skip_all, fields(id = %object.id))]
     pub async fn insert_canonical(
         &self,
         object: &CanonicalObject,
@@ -249,7 +249,7 @@ impl LedgerStore {
         Ok(found)
     }
 
-    #[tracing::instrument(skip_all)]
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn list_canonicals(
         &self,
         query: &Query,
@@ -274,7 +274,7 @@ impl LedgerStore {
         dispatch!(self, storage_paths(after_id, limit))
     }
 
-    #[tracing::instrument(skip_all, fields(id = %reference.id))]
+    #[tracing::instrument(level = "debug", skip_all, fields(id = %reference.id))]
     pub async fn insert_reference(
         &self,
         reference: &AgentReference,
@@ -290,7 +290,7 @@ impl LedgerStore {
             .await
     }
 
-    #[tracing::instrument(skip_all)]
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn list_references(
         &self,
         query: &Query,
@@ -300,7 +300,7 @@ impl LedgerStore {
     }
 
     /// Audit entries newest first, strictly older than `before_id` when given.
-    #[tracing::instrument(skip_all)]
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn list_audit(
         &self,
         before_id: Option<i64>,

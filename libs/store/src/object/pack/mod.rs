@@ -377,7 +377,7 @@ fn open_blocking(root: PathBuf, options: PackStoreOptions) -> io::Result<Inner> 
 
 #[async_trait]
 impl ObjectStore for PackObjectStore {
-    #[tracing::instrument(skip_all, fields(key = %key, size = body.len()))]
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %key, size = body.len()))]
     async fn put(&self, key: &str, body: Bytes, content_type: &str) -> Result<(), ObjectError> {
         validate_key(key)?;
         if u16::try_from(content_type.len()).is_err() {
@@ -394,7 +394,7 @@ impl ObjectStore for PackObjectStore {
             .await
     }
 
-    #[tracing::instrument(skip_all, fields(key = %key))]
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
     async fn get(&self, key: &str) -> Result<ObjectBody, ObjectError> {
         validate_key(key)?;
         let Some(entry) = self.entry(key) else {
@@ -436,13 +436,13 @@ impl ObjectStore for PackObjectStore {
         })
     }
 
-    #[tracing::instrument(skip_all, fields(key = %key))]
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, ObjectError> {
         validate_key(key)?;
         Ok(self.entry(key).map(|entry| Self::meta(key, &entry)))
     }
 
-    #[tracing::instrument(skip_all, fields(prefix = %prefix, start_after = ?start_after, limit = limit))]
+    #[tracing::instrument(level = "debug", skip_all, fields(prefix = %prefix, start_after = ?start_after, limit = limit))]
     async fn list(
         &self,
         prefix: &str,
@@ -468,7 +468,7 @@ impl ObjectStore for PackObjectStore {
         Ok(ListPage::from_one_extra(objects, limit))
     }
 
-    #[tracing::instrument(skip_all, fields(key = %key))]
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
     async fn delete(&self, key: &str) -> Result<(), ObjectError> {
         validate_key(key)?;
         if self.entry(key).is_none() {
@@ -477,7 +477,7 @@ impl ObjectStore for PackObjectStore {
         self.append("delete", Kind::Delete, key, "", &[]).await
     }
 
-    #[tracing::instrument(skip_all)]
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn check(&self) -> Result<(), ObjectError> {
         let target = self.inner.root.display().to_string();
         let writer_running = self
