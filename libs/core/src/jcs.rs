@@ -35,7 +35,7 @@ pub enum JcsError {
 
 /// Canonical UTF-8 bytes of `value` per RFC 8785.
 pub fn canonicalize(value: &serde_json::Value) -> Result<Vec<u8>, JcsError> {
-    serde_jcs::to_vec(value).map_err(JcsError::Unrepresentable)
+    canonical_string(value).map(String::into_bytes)
 }
 
 /// [`canonicalize`], as text.

@@ -84,22 +84,24 @@ async fn execute(db: &Database, sql: &str) -> Result<u64, sqlx::Error> {
 
 /// Unique constraints on the two tables the migration rebuilt, by the column they cover.
 async fn unique_columns(db: &Database) -> Vec<String> {
-    let sql = match db {
-        Database::Sqlite(_) => {
+    match db {
+        Database::Sqlite(pool) => sqlx::query_scalar(
             "SELECT t.name || '.' || c.name FROM (SELECT 'canonical_objects' AS name \
              UNION ALL SELECT 'audit_log') t, pragma_index_list(t.name) i, \
-             pragma_index_info(i.name) c WHERE i.\"unique\" = 1 ORDER BY 1"
-        }
-        Database::Postgres(_) => {
+             pragma_index_info(i.name) c WHERE i.\"unique\" = 1 ORDER BY 1",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap(),
+        Database::Postgres(pool) => sqlx::query_scalar(
             "SELECT r.relname || '.' || a.attname FROM pg_index x \
              JOIN pg_class r ON r.oid = x.indrelid \
              JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum = ANY(x.indkey) \
-             WHERE x.indisunique AND r.relname IN ('canonical_objects', 'audit_log') ORDER BY 1"
-        }
-    };
-    match db {
-        Database::Sqlite(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
-        Database::Postgres(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
+             WHERE x.indisunique AND r.relname IN ('canonical_objects', 'audit_log') ORDER BY 1",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap(),
     }
 }
 
