@@ -105,10 +105,114 @@ impl fmt::Display for ErrorCode {
     }
 }
 
-/// Implemented by every service error: which category it is, and the message that is
-/// safe to send to a caller. Internal causes are logged by the conversion, never sent.
+/// Declares [`Reason`] from one table: each variant with its wire name.
+macro_rules! reasons {
+    ($( $(#[$doc:meta])* $variant:ident = $wire:literal, )*) => {
+        /// Why a request failed, stable across releases. Callers (the gateway, the SDK,
+        /// other services) decide on this, never on the message text. It travels as
+        /// `google.rpc.ErrorInfo.reason` in the domain [`REASON_DOMAIN`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Reason {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl Reason {
+            /// Every reason, in declaration order.
+            pub const ALL: &'static [Reason] = &[$(Reason::$variant),*];
+
+            /// The wire name (`SYSTEM_STOPPED`).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( Reason::$variant => $wire, )*
+                }
+            }
+        }
+    };
+}
+
+reasons! {
+    // One generic reason per code, for failures with nothing more specific to say.
+    /// The request is malformed or a value is out of range.
+    InvalidArgument = "INVALID_ARGUMENT",
+    /// The named thing does not exist (or the caller may not know that it does).
+    NotFound = "NOT_FOUND",
+    /// The thing to create exists already.
+    AlreadyExists = "ALREADY_EXISTS",
+    /// The request is well formed but the current state refuses it.
+    FailedPrecondition = "FAILED_PRECONDITION",
+    /// No valid token.
+    Unauthenticated = "UNAUTHENTICATED",
+    /// The token lacks a scope or the caller lacks access.
+    PermissionDenied = "PERMISSION_DENIED",
+    /// A dependency is down or the process is shutting down; retry.
+    Unavailable = "UNAVAILABLE",
+    /// A quota or limit is exhausted.
+    ResourceExhausted = "RESOURCE_EXHAUSTED",
+    /// A bug or corrupt data; details are in the server's logs only.
+    Internal = "INTERNAL",
+
+    // Specific reasons.
+    /// The request body is not JSON of the expected shape (decided by the gateway).
+    MalformedBody = "MALFORMED_BODY",
+    /// Writes are halted (open-cognition's STOPPED mode).
+    SystemStopped = "SYSTEM_STOPPED",
+    /// Trust on first use: the agent is registered with another public key.
+    PublicKeyMismatch = "PUBLIC_KEY_MISMATCH",
+    /// Too many requests; `RetryInfo` says when to try again.
+    RateLimited = "RATE_LIMITED",
+}
+
+/// The `ErrorInfo` domain of every reason Noema sends.
+pub const REASON_DOMAIN: &str = "noema";
+
+impl Reason {
+    /// The generic reason of a code.
+    pub fn generic(code: ErrorCode) -> Reason {
+        match code {
+            ErrorCode::InvalidArgument => Reason::InvalidArgument,
+            ErrorCode::NotFound => Reason::NotFound,
+            ErrorCode::AlreadyExists => Reason::AlreadyExists,
+            ErrorCode::FailedPrecondition => Reason::FailedPrecondition,
+            ErrorCode::Unauthenticated => Reason::Unauthenticated,
+            ErrorCode::PermissionDenied => Reason::PermissionDenied,
+            ErrorCode::Unavailable => Reason::Unavailable,
+            ErrorCode::ResourceExhausted => Reason::ResourceExhausted,
+            ErrorCode::Internal => Reason::Internal,
+        }
+    }
+
+    /// The reason with this wire name, if this build knows it.
+    pub fn parse(wire: &str) -> Option<Reason> {
+        Reason::ALL.iter().copied().find(|r| r.as_str() == wire)
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Implemented by every service error: which category it is, why, and the message that
+/// is safe to send to a caller. Internal causes are logged by the conversion, never sent.
 pub trait ServiceError: std::error::Error {
     fn code(&self) -> ErrorCode;
+
+    /// The stable machine reason. Defaults to the code's generic reason.
+    fn reason(&self) -> Reason {
+        Reason::generic(self.code())
+    }
+
+    /// Structured facts a caller may act on (`ErrorInfo.metadata`), e.g. the field at
+    /// fault. Keys are `snake_case`.
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    /// How long to wait before retrying, sent as `google.rpc.RetryInfo`.
+    fn retry_after(&self) -> Option<std::time::Duration> {
+        None
+    }
 
     /// The text a caller sees. Defaults to the `Display` text, except for `Internal`,
     /// whose cause stays in the logs.
@@ -126,33 +230,112 @@ pub trait ServiceError: std::error::Error {
     }
 }
 
-/// The single conversion from a service error to a `tonic::Status`. Internal causes are
-/// logged here, once, with their full chain; only the public message is sent.
+/// The single conversion from a service error to a `tonic::Status`: code, public message,
+/// `ErrorInfo` (reason and metadata), `RetryInfo` and `Help` where they apply. Internal
+/// causes are logged here, once, with their full chain; only the public message is sent.
 pub fn to_status<E: ServiceError + ?Sized>(err: &E) -> tonic::Status {
-    use tonic_types::{ErrorDetails, StatusExt};
     let code = err.code();
     if code == ErrorCode::Internal {
         tracing::error!(code = %code, error = %ErrorChain(err), "request failed");
     }
-    match err.hint() {
-        Some(hint) => tonic::Status::with_error_details(
-            code.grpc_code(),
-            err.public_message(),
-            ErrorDetails::with_help_link(hint, ""),
-        ),
-        None => tonic::Status::new(code.grpc_code(), err.public_message()),
+    Failure {
+        code,
+        reason: err.reason(),
+        message: err.public_message(),
+        metadata: err
+            .metadata()
+            .into_iter()
+            .map(|(key, value)| (key.to_owned(), value))
+            .collect(),
+        retry_after: err.retry_after(),
+        hint: err.hint(),
+    }
+    .to_status()
+}
+
+/// A failure as it crosses a network hop: what [`to_status`] sends and what a caller reads
+/// back with [`Failure::from_status`]. Callers branch on `reason`, never on `message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub code: ErrorCode,
+    pub reason: Reason,
+    pub message: String,
+    pub metadata: std::collections::BTreeMap<String, String>,
+    pub retry_after: Option<std::time::Duration>,
+    pub hint: Option<String>,
+}
+
+impl Failure {
+    /// A failure with the code's generic reason and nothing else attached.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            reason: Reason::generic(code),
+            message: message.into(),
+            metadata: std::collections::BTreeMap::new(),
+            retry_after: None,
+            hint: None,
+        }
+    }
+
+    /// The status carrying this failure and its details.
+    pub fn to_status(&self) -> tonic::Status {
+        use tonic_types::{ErrorDetails, StatusExt};
+        let mut details = ErrorDetails::new();
+        details.set_error_info(
+            self.reason.as_str(),
+            REASON_DOMAIN,
+            self.metadata
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<std::collections::HashMap<_, _>>(),
+        );
+        if let Some(delay) = self.retry_after {
+            details.set_retry_info(Some(delay));
+        }
+        if let Some(hint) = &self.hint {
+            details.add_help_link(hint.clone(), "");
+        }
+        tonic::Status::with_error_details(self.code.grpc_code(), self.message.clone(), details)
+    }
+
+    /// Reads a status back. A status without Noema's `ErrorInfo` (a transport failure, a
+    /// peer of another kind, a reason this build does not know) gets its code's generic
+    /// reason.
+    pub fn from_status(status: &tonic::Status) -> Failure {
+        use tonic_types::StatusExt;
+        let code = ErrorCode::from_grpc(status.code());
+        let details = status.get_error_details();
+        let info = details
+            .error_info()
+            .filter(|info| info.domain == REASON_DOMAIN);
+        Failure {
+            code,
+            reason: info
+                .and_then(|info| Reason::parse(&info.reason))
+                .unwrap_or_else(|| Reason::generic(code)),
+            message: status.message().to_owned(),
+            metadata: info
+                .map(|info| {
+                    info.metadata
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            retry_after: details.retry_info().and_then(|retry| retry.retry_delay),
+            hint: details
+                .help()
+                .and_then(|help| help.links.first())
+                .map(|link| link.description.clone())
+                .filter(|hint| !hint.is_empty()),
+        }
     }
 }
 
 /// The hint carried by a status made by [`to_status`], if any.
 pub fn status_hint(status: &tonic::Status) -> Option<String> {
-    use tonic_types::StatusExt;
-    status
-        .get_error_details()
-        .help()
-        .and_then(|help| help.links.first())
-        .map(|link| link.description.clone())
-        .filter(|hint| !hint.is_empty())
+    Failure::from_status(status).hint
 }
 
 /// Displays an error followed by its `source()` chain: `outer: inner: innermost`.
@@ -201,6 +384,74 @@ mod tests {
         assert_eq!(status.message(), "bad thing");
         assert_eq!(status_hint(&status).as_deref(), Some("do it right"));
         assert_eq!(status_hint(&tonic::Status::internal("x")), None);
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("slow down")]
+    struct Throttled;
+
+    impl ServiceError for Throttled {
+        fn code(&self) -> ErrorCode {
+            ErrorCode::ResourceExhausted
+        }
+        fn reason(&self) -> Reason {
+            Reason::RateLimited
+        }
+        fn metadata(&self) -> Vec<(&'static str, String)> {
+            vec![("limit", "10".into())]
+        }
+        fn retry_after(&self) -> Option<std::time::Duration> {
+            Some(std::time::Duration::from_secs(7))
+        }
+    }
+
+    #[test]
+    fn reasons_metadata_and_retry_info_cross_the_hop() {
+        let failure = Failure::from_status(&to_status(&Throttled));
+        assert_eq!(failure.code, ErrorCode::ResourceExhausted);
+        assert_eq!(failure.reason, Reason::RateLimited);
+        assert_eq!(failure.message, "slow down");
+        assert_eq!(
+            failure.metadata.get("limit").map(String::as_str),
+            Some("10")
+        );
+        assert_eq!(failure.retry_after, Some(std::time::Duration::from_secs(7)));
+        assert_eq!(failure.hint, None);
+    }
+
+    #[test]
+    fn a_status_without_details_gets_its_codes_generic_reason() {
+        let failure = Failure::from_status(&tonic::Status::not_found("gone"));
+        assert_eq!(failure.reason, Reason::NotFound);
+        assert_eq!(failure.message, "gone");
+        assert!(failure.metadata.is_empty());
+        let hinted = Failure::from_status(&to_status(&Hinted));
+        assert_eq!(hinted.reason, Reason::InvalidArgument);
+        assert_eq!(hinted.hint.as_deref(), Some("do it right"));
+    }
+
+    #[test]
+    fn wire_names_are_unique_and_parse_back() {
+        let mut seen = std::collections::BTreeSet::new();
+        for reason in Reason::ALL {
+            let wire = reason.as_str();
+            assert!(seen.insert(wire), "{wire} is declared twice");
+            assert!(
+                wire.len() <= 63
+                    && wire
+                        .bytes()
+                        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_'),
+                "{wire} is not a google.rpc.ErrorInfo reason"
+            );
+            assert_eq!(Reason::parse(wire), Some(*reason));
+        }
+        for code in ErrorCode::ALL {
+            assert_eq!(
+                Reason::parse(Reason::generic(code).as_str()),
+                Some(Reason::generic(code))
+            );
+        }
+        assert_eq!(Reason::parse("NOT_A_REASON"), None);
     }
 
     #[test]

@@ -11,4 +11,4 @@ pub mod jcs;
 pub mod keys;
 pub mod scopes;
 
-pub use error::{ErrorChain, ErrorCode, ServiceError, status_hint, to_status};
+pub use error::{ErrorChain, ErrorCode, Failure, Reason, ServiceError, status_hint, to_status};
