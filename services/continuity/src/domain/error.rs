@@ -1,0 +1,261 @@
+//! Continuity's failures as data, in the shapes the original answers with.
+//!
+//! - [`ContinuityError::Validation`]: a request model failed; FastAPI answers 422
+//!   `{"detail": [<FieldError>…]}` with pydantic v2's `type`, `loc`, `msg`, `input`, `ctx`.
+//! - `Invalid` / `NotFound` / `Conflict`: the service's own checks, 400 / 404 / 409 with a
+//!   string `detail`.
+//! - `Unhandled`: what the original lets escape as an exception (500 with its class name), kept
+//!   so a client sees the same status for the same bad input.
+
+use noema_core::{ErrorCode, ServiceError};
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
+
+use super::json::{Json, to_py_json};
+
+/// One step of a pydantic `loc`: a field name or a list index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocPart {
+    Key(String),
+    Index(usize),
+}
+
+impl Serialize for LocPart {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            LocPart::Key(k) => s.serialize_str(k),
+            LocPart::Index(i) => s.serialize_u64(*i as u64),
+        }
+    }
+}
+
+/// A `loc` path, rendered as the JSON list FastAPI sends.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Loc(pub Vec<LocPart>);
+
+impl Loc {
+    /// FastAPI's root for a JSON body.
+    pub fn body() -> Loc {
+        Loc(vec![LocPart::Key("body".to_owned())])
+    }
+
+    pub fn key(&self, key: &str) -> Loc {
+        let mut parts = self.0.clone();
+        parts.push(LocPart::Key(key.to_owned()));
+        Loc(parts)
+    }
+
+    pub fn index(&self, index: usize) -> Loc {
+        let mut parts = self.0.clone();
+        parts.push(LocPart::Index(index));
+        Loc(parts)
+    }
+
+    /// `body.capsule.continuity` style, for logs and assertions.
+    pub fn dotted(&self) -> String {
+        self.0
+            .iter()
+            .map(|p| match p {
+                LocPart::Key(k) => k.clone(),
+                LocPart::Index(i) => i.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+}
+
+impl Serialize for Loc {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for part in &self.0 {
+            seq.serialize_element(part)?;
+        }
+        seq.end()
+    }
+}
+
+/// One item of a 422 `detail` list, in FastAPI's key order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldError {
+    /// pydantic's error type (`missing`, `string_too_long`, …).
+    pub kind: &'static str,
+    pub loc: Loc,
+    pub msg: String,
+    /// The offending input, echoed back.
+    pub input: Json,
+    /// pydantic's context, in its order (`{"field_type","max_length","actual_length"}`).
+    pub ctx: Vec<(&'static str, Json)>,
+}
+
+impl Serialize for FieldError {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("type", self.kind)?;
+        map.serialize_entry("loc", &self.loc)?;
+        map.serialize_entry("msg", &self.msg)?;
+        map.serialize_entry("input", &self.input)?;
+        if !self.ctx.is_empty() {
+            map.serialize_entry("ctx", &Ctx(&self.ctx))?;
+        }
+        map.end()
+    }
+}
+
+struct Ctx<'a>(&'a [(&'static str, Json)]);
+
+impl Serialize for Ctx<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+/// Which 409 the write got, so callers need not read the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConflictKind {
+    /// The incoming `updated_at` is older than the stored one.
+    Stale,
+    /// Same `updated_at`, different content.
+    SameTimestamp,
+    /// Anything else the original answers 409 (an archive already present, …).
+    State,
+}
+
+impl ConflictKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConflictKind::Stale => "stale",
+            ConflictKind::SameTimestamp => "same_timestamp",
+            ConflictKind::State => "state",
+        }
+    }
+}
+
+pub const STALE_WRITE_DETAIL: &str =
+    "Incoming continuity capsule is older than the current stored capsule";
+pub const TIMESTAMP_CONFLICT_DETAIL: &str =
+    "Incoming continuity capsule conflicts with the current stored capsule timestamp";
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ContinuityError {
+    /// 422: the request body does not fit the request model.
+    #[error("request validation failed: {}", summary(.0))]
+    Validation(Vec<FieldError>),
+    /// 400 with the original's detail.
+    #[error("{0}")]
+    Invalid(String),
+    /// 404 with the original's detail.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409 with the original's detail.
+    #[error("{detail}")]
+    Conflict { kind: ConflictKind, detail: String },
+    /// 500 `{"ok":false,"operation":"unhandled","error":{"code":<class>,"detail":<text>}}`.
+    #[error("{code}: {detail}")]
+    Unhandled { code: String, detail: String },
+}
+
+fn summary(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(|e| format!("{} ({})", e.loc.dotted(), e.kind))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl ContinuityError {
+    pub fn invalid(detail: impl Into<String>) -> Self {
+        ContinuityError::Invalid(detail.into())
+    }
+
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        ContinuityError::NotFound(detail.into())
+    }
+
+    pub fn stale_write() -> Self {
+        ContinuityError::Conflict {
+            kind: ConflictKind::Stale,
+            detail: STALE_WRITE_DETAIL.to_owned(),
+        }
+    }
+
+    pub fn timestamp_conflict() -> Self {
+        ContinuityError::Conflict {
+            kind: ConflictKind::SameTimestamp,
+            detail: TIMESTAMP_CONFLICT_DETAIL.to_owned(),
+        }
+    }
+
+    /// The HTTP status the original answers with.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            ContinuityError::Validation(_) => 422,
+            ContinuityError::Invalid(_) => 400,
+            ContinuityError::NotFound(_) => 404,
+            ContinuityError::Conflict { .. } => 409,
+            ContinuityError::Unhandled { .. } => 500,
+        }
+    }
+
+    /// The original's response body for this error.
+    pub fn body(&self) -> Json {
+        let mut body = super::json::JsonObject::new();
+        match self {
+            ContinuityError::Validation(errors) => {
+                let detail: Json = serde_json::from_str(&to_py_json(errors)).unwrap_or(Json::Null);
+                body.insert("detail", detail);
+            }
+            ContinuityError::Invalid(d)
+            | ContinuityError::NotFound(d)
+            | ContinuityError::Conflict { detail: d, .. } => {
+                body.insert("detail", Json::String(d.clone()));
+            }
+            ContinuityError::Unhandled { code, detail } => {
+                let mut error = super::json::JsonObject::new();
+                error.insert("code", Json::String(code.clone()));
+                error.insert("detail", Json::String(detail.clone()));
+                let mut inner = super::json::JsonObject::new();
+                inner.insert("ok", Json::Bool(false));
+                inner.insert("operation", Json::from("unhandled"));
+                inner.insert("error", Json::Object(error));
+                body.insert("detail", Json::Object(inner));
+            }
+        }
+        Json::Object(body)
+    }
+}
+
+impl ServiceError for ContinuityError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            // FailedPrecondition is the code that travels as HTTP 422.
+            ContinuityError::Validation(_) => ErrorCode::FailedPrecondition,
+            ContinuityError::Invalid(_) => ErrorCode::InvalidArgument,
+            ContinuityError::NotFound(_) => ErrorCode::NotFound,
+            ContinuityError::Conflict { .. } => ErrorCode::AlreadyExists,
+            ContinuityError::Unhandled { .. } => ErrorCode::Internal,
+        }
+    }
+
+    /// The 422 list travels whole (`detail`, the FastAPI JSON) so the gateway can send it
+    /// byte for byte; a 409 says which conflict it is.
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            ContinuityError::Validation(errors) => vec![("detail", to_py_json(errors))],
+            ContinuityError::Conflict { kind, .. } => vec![("conflict", kind.as_str().to_owned())],
+            ContinuityError::Unhandled { code, .. } => vec![("exception", code.clone())],
+            _ => Vec::new(),
+        }
+    }
+
+    fn public_message(&self) -> String {
+        match self {
+            // The original shows its exception text; it names no internals of ours.
+            ContinuityError::Unhandled { detail, .. } => detail.clone(),
+            _ => self.to_string(),
+        }
+    }
+}
