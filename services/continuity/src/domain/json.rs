@@ -403,6 +403,7 @@ pub fn py_eq(left: &Value, right: &Value) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -711,6 +711,7 @@ pub(crate) fn from_coerced<T: serde::de::DeserializeOwned>(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

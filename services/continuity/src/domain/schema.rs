@@ -212,7 +212,9 @@ fn validate(ty: &Ty, input: &Json, loc: &Loc, errors: &mut Vec<FieldError>) -> O
                 }
             };
             if let Some(ge) = ge
-                && !(value >= *ge)
+                && value
+                    .partial_cmp(ge)
+                    .is_none_or(|o| o == std::cmp::Ordering::Less)
             {
                 let mut e = error(
                     "greater_than_equal",
@@ -228,7 +230,9 @@ fn validate(ty: &Ty, input: &Json, loc: &Loc, errors: &mut Vec<FieldError>) -> O
                 return None;
             }
             if let Some(le) = le
-                && !(value <= *le)
+                && value
+                    .partial_cmp(le)
+                    .is_none_or(|o| o == std::cmp::Ordering::Greater)
             {
                 let mut e = error(
                     "less_than_equal",
@@ -545,6 +549,7 @@ fn coerce_int(input: &Json) -> Result<i64, &'static str> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -267,6 +267,7 @@ fn fromisoformat(chars: &[char]) -> Option<OffsetDateTime> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

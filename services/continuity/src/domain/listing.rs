@@ -1,0 +1,433 @@
+//! `POST /v1/continuity/list` (digest §8): summary rows, thread-identity filters, the default
+//! order and the salience order (§8.1) with `salience_rank` as the original's code has it.
+
+use std::cmp::Ordering;
+
+use time::OffsetDateTime;
+
+use super::json::{Json, JsonObject};
+use super::model::{Capsule, Lifecycle, SignalKind, ThreadDescriptor};
+use super::request::ListRequest;
+use super::text::py_strip;
+use super::timestamp::{parse_iso, total_seconds};
+use super::trust::{Phase, phase_checked};
+use super::upsert::resume_adequate;
+use super::write::{health_summary, verification_status};
+
+/// Archives older than this many days are `archive_stale`.
+pub const RETENTION_ARCHIVE_DAYS: i64 = 90;
+/// Salience rank of a capsule without a descriptor lifecycle.
+pub const NO_DESCRIPTOR_RANK: u8 = 99;
+/// `updated_age_seconds` of a capsule without a usable `updated_at`.
+pub const MISSING_AGE: i64 = 2_147_483_647;
+
+/// The tiers a row can come from, in the default order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ArtifactState {
+    Active,
+    Fallback,
+    Archived,
+    Cold,
+}
+
+impl ArtifactState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArtifactState::Active => "active",
+            ArtifactState::Fallback => "fallback",
+            ArtifactState::Archived => "archived",
+            ArtifactState::Cold => "cold",
+        }
+    }
+}
+
+/// Whether an archive written at `archived_at` is past the retention window.
+pub fn is_archive_stale(
+    archived_at: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+    days: i64,
+) -> bool {
+    archived_at.is_some_and(|at| total_seconds(now, at) > (days * 86_400) as f64)
+}
+
+/// The §8.1 salience key, compared as the original's tuple (ascending).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SalienceKey {
+    pub lifecycle_rank: u8,
+    pub health_rank: u8,
+    pub freshness_rank: u8,
+    /// 0 when resume-adequate.
+    pub resume_rank: u8,
+    /// The verification rank negated, so stronger sorts first.
+    pub neg_verification_rank: i8,
+    pub updated_age_seconds: i64,
+    pub subject_kind: String,
+    pub subject_id: String,
+}
+
+impl SalienceKey {
+    /// The per-capsule `salience.sort_key` block (natural directions).
+    pub fn block(&self, rank: usize) -> Json {
+        let mut key = JsonObject::new();
+        key.insert("lifecycle_rank", Json::from(i64::from(self.lifecycle_rank)));
+        key.insert("health_rank", Json::from(i64::from(self.health_rank)));
+        key.insert("freshness_rank", Json::from(i64::from(self.freshness_rank)));
+        key.insert("resume_adequate", Json::Bool(self.resume_rank == 0));
+        key.insert(
+            "verification_rank",
+            Json::from(-i64::from(self.neg_verification_rank)),
+        );
+        key.insert("updated_age_seconds", Json::from(self.updated_age_seconds));
+        let mut block = JsonObject::new();
+        block.insert("rank", Json::from(rank));
+        block.insert("sort_key", Json::Object(key));
+        Json::Object(block)
+    }
+}
+
+/// Salience rank of a lifecycle (`None`: no descriptor or no lifecycle).
+pub fn lifecycle_rank(lifecycle: Option<Lifecycle>) -> u8 {
+    match lifecycle {
+        Some(Lifecycle::Active) => 0,
+        Some(Lifecycle::Suspended) => 1,
+        Some(Lifecycle::Concluded) => 2,
+        Some(Lifecycle::Superseded) => 3,
+        None => NO_DESCRIPTOR_RANK,
+    }
+}
+
+/// `floor(now - updated_at)` clamped at 0, or [`MISSING_AGE`].
+pub fn updated_age_for_salience(updated_at: Option<&str>, now: OffsetDateTime) -> i64 {
+    updated_at
+        .filter(|s| !s.is_empty())
+        .and_then(parse_iso)
+        .map_or(MISSING_AGE, |at| {
+            (total_seconds(now, at).floor() as i64).max(0)
+        })
+}
+
+/// The salience key of a loaded capsule (retrieval names the subject by its selector; list by
+/// the capsule's own fields).
+pub fn salience_key(
+    capsule: &Capsule,
+    now: OffsetDateTime,
+    subject_kind: &str,
+    subject_id: &str,
+) -> SalienceKey {
+    SalienceKey {
+        lifecycle_rank: lifecycle_rank(
+            capsule.thread_descriptor.as_ref().and_then(|t| t.lifecycle),
+        ),
+        health_rank: health_summary(capsule).0.rank(),
+        freshness_rank: phase_checked(capsule, now)
+            .unwrap_or(Phase::Expired)
+            .severity(),
+        resume_rank: u8::from(!resume_adequate(capsule)),
+        // `verification_state.kind` does not exist on the model; the original falls back to
+        // `verification_kind` (digest §15).
+        neg_verification_rank: -(capsule.verification_kind.map_or(0, SignalKind::rank) as i8),
+        updated_age_seconds: updated_age_for_salience(Some(&capsule.updated_at), now),
+        subject_kind: subject_kind.to_owned(),
+        subject_id: subject_id.to_owned(),
+    }
+}
+
+/// One summary row with what filtering and ordering need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListRow {
+    pub subject_kind: String,
+    pub subject_id: String,
+    pub path: String,
+    pub artifact_state: ArtifactState,
+    pub thread_descriptor: Option<ThreadDescriptor>,
+    /// Present on active, fallback and archived rows (salience inputs).
+    salience: Option<SalienceKey>,
+    /// The row as the original shows it, without `salience_rank`.
+    pub json: JsonObject,
+}
+
+impl ListRow {
+    fn from_capsule(
+        capsule: &Capsule,
+        path: &str,
+        now: OffsetDateTime,
+        artifact_state: ArtifactState,
+        retention_class: &str,
+    ) -> ListRow {
+        let phase = phase_checked(capsule, now).unwrap_or(Phase::Expired);
+        let (health, reasons) = health_summary(capsule);
+        let adequate = resume_adequate(capsule);
+        let descriptor = capsule.thread_descriptor.clone();
+        let mut row = JsonObject::new();
+        row.insert("subject_kind", Json::from(capsule.subject_kind.as_str()));
+        row.insert("subject_id", Json::from(capsule.subject_id.as_str()));
+        row.insert("path", Json::from(path));
+        row.insert("updated_at", Json::from(capsule.updated_at.as_str()));
+        row.insert("verified_at", Json::from(capsule.verified_at.as_str()));
+        row.insert(
+            "verification_kind",
+            capsule
+                .verification_kind
+                .map_or(Json::Null, |k| Json::from(k.as_str())),
+        );
+        row.insert(
+            "freshness_class",
+            capsule
+                .freshness
+                .as_ref()
+                .and_then(|f| f.freshness_class)
+                .map_or(Json::Null, |c| Json::from(c.as_str())),
+        );
+        row.insert("phase", Json::from(phase.as_str()));
+        row.insert(
+            "verification_status",
+            Json::from(verification_status(capsule).as_str()),
+        );
+        row.insert("health_status", Json::from(health.as_str()));
+        row.insert(
+            "health_reasons",
+            Json::Array(reasons.iter().map(|r| Json::from(r.as_str())).collect()),
+        );
+        row.insert("artifact_state", Json::from(artifact_state.as_str()));
+        row.insert("retention_class", Json::from(retention_class));
+        row.insert(
+            "stable_preference_count",
+            Json::from(capsule.stable_preferences.len()),
+        );
+        row.insert(
+            "rationale_entry_count",
+            Json::from(capsule.continuity.rationale_entries.len()),
+        );
+        row.insert(
+            "thread_descriptor",
+            descriptor.as_ref().map_or(Json::Null, |td| {
+                serde_json::from_str(&super::json::to_py_json(td)).unwrap_or(Json::Null)
+            }),
+        );
+        row.insert("resume_adequate", Json::Bool(adequate));
+        let salience = SalienceKey {
+            lifecycle_rank: lifecycle_rank(descriptor.as_ref().and_then(|t| t.lifecycle)),
+            health_rank: health.rank(),
+            freshness_rank: phase.severity(),
+            resume_rank: u8::from(!adequate),
+            neg_verification_rank: -(capsule.verification_kind.map_or(0, SignalKind::rank) as i8),
+            updated_age_seconds: updated_age_for_salience(Some(&capsule.updated_at), now),
+            subject_kind: capsule.subject_kind.as_str().to_owned(),
+            subject_id: capsule.subject_id.clone(),
+        };
+        ListRow {
+            subject_kind: capsule.subject_kind.as_str().to_owned(),
+            subject_id: capsule.subject_id.clone(),
+            path: path.to_owned(),
+            artifact_state,
+            thread_descriptor: descriptor,
+            salience: Some(salience),
+            json: row,
+        }
+    }
+
+    /// An active capsule's row.
+    pub fn active(capsule: &Capsule, path: &str, now: OffsetDateTime) -> ListRow {
+        ListRow::from_capsule(capsule, path, now, ArtifactState::Active, "active")
+    }
+
+    /// A fallback snapshot's row (`path` is the fallback file).
+    pub fn fallback(capsule: &Capsule, path: &str, now: OffsetDateTime) -> ListRow {
+        ListRow::from_capsule(capsule, path, now, ArtifactState::Fallback, "fallback")
+    }
+
+    /// An archive envelope's row: `path` is the envelope's `active_path` (else the archive
+    /// path), plus `archive_path` and `archived_at`.
+    pub fn archived(
+        capsule: &Capsule,
+        archive_path: &str,
+        active_path: Option<&str>,
+        archived_at: Option<&str>,
+        now: OffsetDateTime,
+        retention_days: i64,
+    ) -> ListRow {
+        let stale = is_archive_stale(archived_at.and_then(parse_iso), now, retention_days);
+        let class = if stale {
+            "archive_stale"
+        } else {
+            "archive_recent"
+        };
+        let path = active_path
+            .filter(|p| !p.is_empty())
+            .unwrap_or(archive_path);
+        let mut row = ListRow::from_capsule(capsule, path, now, ArtifactState::Archived, class);
+        row.json.insert("archive_path", Json::from(archive_path));
+        row.json
+            .insert("archived_at", archived_at.map_or(Json::Null, Json::from));
+        row
+    }
+
+    /// A cold stub's row from its front matter.
+    pub fn cold(stub: &ColdStub, stub_path: &str) -> ListRow {
+        let or_null = |s: &str| {
+            if s.is_empty() {
+                Json::Null
+            } else {
+                Json::from(s)
+            }
+        };
+        let mut row = JsonObject::new();
+        row.insert("subject_kind", Json::from(stub.subject_kind.as_str()));
+        row.insert("subject_id", Json::from(stub.subject_id.as_str()));
+        row.insert("path", Json::from(stub_path));
+        row.insert(
+            "source_archive_path",
+            Json::from(stub.source_archive_path.as_str()),
+        );
+        row.insert("updated_at", Json::Null);
+        row.insert("verified_at", Json::Null);
+        row.insert("verification_kind", or_null(&stub.verification_kind));
+        row.insert("freshness_class", or_null(&stub.freshness_class));
+        row.insert("phase", Json::from(stub.phase.as_str()));
+        row.insert(
+            "verification_status",
+            Json::from(stub.verification_status.as_str()),
+        );
+        row.insert("health_status", Json::from(stub.health_status.as_str()));
+        row.insert("health_reasons", Json::Array(vec![]));
+        row.insert("artifact_state", Json::from("cold"));
+        row.insert("retention_class", Json::from("cold"));
+        row.insert("cold_stub_path", Json::from(stub_path));
+        row.insert(
+            "cold_storage_path",
+            Json::from(stub.cold_storage_path.as_str()),
+        );
+        row.insert("archived_at", Json::from(stub.archived_at.as_str()));
+        row.insert("cold_stored_at", Json::from(stub.cold_stored_at.as_str()));
+        row.insert("stable_preference_count", Json::Null);
+        row.insert("rationale_entry_count", Json::Null);
+        row.insert("thread_descriptor", Json::Null);
+        ListRow {
+            subject_kind: stub.subject_kind.clone(),
+            subject_id: stub.subject_id.clone(),
+            path: stub_path.to_owned(),
+            artifact_state: ArtifactState::Cold,
+            thread_descriptor: None,
+            salience: None,
+            json: row,
+        }
+    }
+
+    fn default_key(&self) -> (&str, &str, ArtifactState, &str) {
+        (
+            &self.subject_kind,
+            &self.subject_id,
+            self.artifact_state,
+            &self.path,
+        )
+    }
+}
+
+/// The front-matter fields of a cold stub a list row shows.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ColdStub {
+    pub subject_kind: String,
+    pub subject_id: String,
+    pub source_archive_path: String,
+    pub cold_storage_path: String,
+    pub archived_at: String,
+    pub cold_stored_at: String,
+    pub verification_kind: String,
+    pub verification_status: String,
+    pub health_status: String,
+    pub freshness_class: String,
+    pub phase: String,
+}
+
+/// Whether a row passes every thread-identity filter of the request (conjunctive).
+pub fn matches_thread_filters(row: &ListRow, request: &ListRequest) -> bool {
+    let Some(td) = &row.thread_descriptor else {
+        return false;
+    };
+    if let Some(lifecycle) = request.lifecycle
+        && td.lifecycle != Some(lifecycle)
+    {
+        return false;
+    }
+    if let Some(scope) = &request.scope_anchor {
+        let scope = py_strip(&scope.to_lowercase()).to_owned();
+        if !td.scope_anchors.contains(&scope) {
+            return false;
+        }
+    }
+    if let Some(keyword) = &request.keyword {
+        let keyword = py_strip(&keyword.to_lowercase()).to_owned();
+        if !td
+            .keywords
+            .iter()
+            .any(|k| py_strip(&k.to_lowercase()) == keyword)
+        {
+            return false;
+        }
+    }
+    if let Some(label) = &request.label_exact
+        && td.label != *label
+    {
+        return false;
+    }
+    if request.anchor_kind.is_some() || request.anchor_value.is_some() {
+        let kind = request
+            .anchor_kind
+            .as_ref()
+            .map(|k| py_strip(&k.to_lowercase()).to_owned());
+        let matched = td.identity_anchors.iter().any(|a| {
+            kind.as_ref().is_none_or(|k| a.kind == *k)
+                && request.anchor_value.as_ref().is_none_or(|v| a.value == *v)
+        });
+        if !matched {
+            return false;
+        }
+    }
+    true
+}
+
+/// Filters, orders and cuts the rows the caller may see (already restricted to the request's
+/// `subject_kind` and tiers); returns the response body `{ok, count, capsules, unique_match}`.
+pub fn list_response(request: &ListRequest, rows: Vec<ListRow>) -> Json {
+    let filtered = request.has_thread_filters();
+    let mut rows: Vec<ListRow> = if filtered {
+        rows.into_iter()
+            .filter(|r| matches_thread_filters(r, request))
+            .collect()
+    } else {
+        rows
+    };
+    let matched = rows.len();
+    let mut out: Vec<Json> = Vec::with_capacity(rows.len());
+    if request.salience() {
+        let (mut active, mut others): (Vec<ListRow>, Vec<ListRow>) = rows
+            .into_iter()
+            .partition(|r| r.artifact_state == ArtifactState::Active);
+        active.sort_by(|a, b| a.salience.cmp(&b.salience));
+        others.sort_by(|a, b| a.default_key().cmp(&b.default_key()));
+        for (i, mut row) in active.into_iter().enumerate() {
+            row.json.insert("salience_rank", Json::from(i + 1));
+            out.push(Json::Object(row.json));
+        }
+        for mut row in others {
+            row.json.insert("salience_rank", Json::Null);
+            out.push(Json::Object(row.json));
+        }
+    } else {
+        rows.sort_by(|a, b| a.default_key().cmp(&b.default_key()));
+        out.extend(rows.into_iter().map(|r| Json::Object(r.json)));
+    }
+    out.truncate(usize::try_from(request.limit).unwrap_or(0));
+    let mut body = JsonObject::new();
+    body.insert("ok", Json::Bool(true));
+    body.insert("count", Json::from(out.len()));
+    body.insert("capsules", Json::Array(out));
+    body.insert("unique_match", Json::Bool(filtered && matched == 1));
+    Json::Object(body)
+}
+
+/// Sorts loaded capsules by salience (stable for equal keys, which the total key rules out
+/// except for the same subject twice).
+pub fn salience_order<T>(items: &mut [(SalienceKey, T)]) {
+    items.sort_by(|a, b| a.0.cmp(&b.0).then(Ordering::Equal));
+}

@@ -1,0 +1,228 @@
+//! `POST /v1/continuity/read` (digest §7): active capsule, fallback degradation, trust signals,
+//! the superseded warning and the startup view.
+
+use time::OffsetDateTime;
+
+use super::error::ContinuityError;
+use super::json::{Json, JsonObject};
+use super::model::{Capsule, Lifecycle, SubjectKind};
+use super::plans::load_fallback_envelope;
+use super::request::ReadRequest;
+use super::stored::{StoredCapsule, load_capsule_value};
+use super::subject::SubjectKey;
+use super::trust::{SourceState, startup_summary, trust_signals};
+
+/// Graph caps of the startup view.
+pub const STARTUP_GRAPH_CAPS: [(&str, i64); 4] = [
+    ("nodes", 12),
+    ("edges", 16),
+    ("related_documents", 4),
+    ("blockers", 4),
+];
+
+/// The capsule a read resolved to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadOutcome {
+    pub path: String,
+    pub capsule: Option<Capsule>,
+    pub source_state: SourceState,
+    pub recovery_warnings: Vec<String>,
+}
+
+/// Resolves a read from the stored active capsule and (when allowed) the fallback snapshot's
+/// bytes; `None` means the artifact does not exist.
+pub fn resolve_read(
+    request: &ReadRequest,
+    active: Option<&StoredCapsule>,
+    fallback: Option<&[u8]>,
+) -> Result<ReadOutcome, ContinuityError> {
+    let subject = SubjectKey::new(request.subject_kind, &request.subject_id)?;
+    let path = subject.active_path();
+    let expected = Some((request.subject_kind, request.subject_id.as_str()));
+    let mut warnings = Vec::new();
+    let active_result = match active {
+        None => Err(ContinuityError::not_found("Continuity capsule not found")),
+        Some(stored) => stored.load_for_read(expected),
+    };
+    let error = match active_result {
+        Ok((capsule, rd_warnings)) => {
+            warnings.extend(rd_warnings);
+            return Ok(ReadOutcome {
+                path,
+                capsule: Some(capsule),
+                source_state: SourceState::Active,
+                recovery_warnings: warnings,
+            });
+        }
+        Err(error) => error,
+    };
+    match &error {
+        ContinuityError::NotFound(_) => warnings.push("continuity_active_missing".to_owned()),
+        ContinuityError::Invalid(detail) if detail.contains("subject does not match") => {
+            return Err(error);
+        }
+        ContinuityError::Invalid(_) => warnings.push("continuity_active_invalid".to_owned()),
+        _ => return Err(error),
+    }
+    if !request.allow_fallback {
+        return Err(error);
+    }
+    let loaded = fallback
+        .ok_or_else(|| ContinuityError::not_found("Continuity fallback snapshot not found"))
+        .and_then(load_fallback_envelope)
+        .and_then(|envelope| {
+            let raw = envelope.capsule.to_value();
+            load_capsule_value(
+                &raw,
+                expected,
+                "Continuity fallback snapshot subject does not match requested subject",
+            )
+            .map(|(capsule, _)| (capsule, envelope.warnings))
+        });
+    match loaded {
+        Ok((capsule, rd_warnings)) => {
+            warnings.push("continuity_fallback_used".to_owned());
+            warnings.extend(rd_warnings);
+            Ok(ReadOutcome {
+                path,
+                capsule: Some(capsule),
+                source_state: SourceState::Fallback,
+                recovery_warnings: warnings,
+            })
+        }
+        Err(ContinuityError::Invalid(_) | ContinuityError::NotFound(_)) => {
+            warnings.push("continuity_fallback_missing".to_owned());
+            Ok(ReadOutcome {
+                path,
+                capsule: None,
+                source_state: SourceState::Missing,
+                recovery_warnings: warnings,
+            })
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// What the startup view adds besides `startup_summary`, supplied by the graph and schedule
+/// derivations (issue 16).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartupExtras {
+    pub graph_summary: Json,
+    pub schedule_context: Json,
+}
+
+/// The startup view's empty graph with one warning (`{code, message, details}`).
+pub fn empty_graph_summary(warning: Option<Json>) -> Json {
+    let mut truncation = JsonObject::new();
+    for (name, limit) in STARTUP_GRAPH_CAPS {
+        let mut cap = JsonObject::new();
+        cap.insert("limit", Json::from(limit));
+        cap.insert("available", Json::from(0i64));
+        cap.insert("returned", Json::from(0i64));
+        cap.insert("truncated", Json::Bool(false));
+        truncation.insert(name, Json::Object(cap));
+    }
+    let mut graph = JsonObject::new();
+    graph.insert("anchor", Json::Null);
+    graph.insert("nodes", Json::Array(vec![]));
+    graph.insert("edges", Json::Array(vec![]));
+    graph.insert("related_documents", Json::Array(vec![]));
+    graph.insert("blockers", Json::Array(vec![]));
+    graph.insert("truncation", Json::Object(truncation));
+    graph.insert("warnings", Json::Array(warning.into_iter().collect()));
+    Json::Object(graph)
+}
+
+/// `graph_anchor_not_supported` for user and peer subjects.
+pub fn graph_anchor_not_supported(kind: SubjectKind) -> Json {
+    let mut details = JsonObject::new();
+    details.insert("subject_kind", Json::from(kind.as_str()));
+    let mut warning = JsonObject::new();
+    warning.insert("code", Json::from("graph_anchor_not_supported"));
+    warning.insert(
+        "message",
+        Json::from("The selected subject kind is not supported as a graph anchor."),
+    );
+    warning.insert("details", Json::Object(details));
+    empty_graph_summary(Some(Json::Object(warning)))
+}
+
+/// A `schedule_context` with nothing due or upcoming.
+pub fn empty_schedule_context(window_hours: i64, warnings: Vec<String>) -> Json {
+    let section = |window: Option<i64>| {
+        let mut s = JsonObject::new();
+        if let Some(hours) = window {
+            s.insert("window_hours", Json::from(hours));
+        }
+        s.insert("items", Json::Array(vec![]));
+        s.insert("count", Json::from(0i64));
+        s.insert("truncated", Json::Bool(false));
+        Json::Object(s)
+    };
+    let mut context = JsonObject::new();
+    context.insert("due", section(None));
+    context.insert("upcoming", section(Some(window_hours)));
+    context.insert(
+        "warnings",
+        Json::Array(warnings.into_iter().map(Json::String).collect()),
+    );
+    Json::Object(context)
+}
+
+/// The read response in the original's key order: `ok, path, capsule, archived, source_state,
+/// recovery_warnings, trust_signals` and, for the startup view, `startup_summary,
+/// graph_summary, schedule_context`.
+pub fn read_response(
+    outcome: &ReadOutcome,
+    now: OffsetDateTime,
+    startup: Option<StartupExtras>,
+) -> Json {
+    let signals = outcome.capsule.as_ref().map_or(Json::Null, |c| {
+        trust_signals(c, now, outcome.source_state, &[])
+    });
+    let mut warnings = outcome.recovery_warnings.clone();
+    if let Some(td) = outcome.capsule.as_ref().and_then(|c| {
+        c.thread_descriptor
+            .as_ref()
+            .filter(|td| td.lifecycle == Some(Lifecycle::Superseded))
+            .map(|td| (c, td))
+    }) {
+        let (capsule, td) = td;
+        warnings.push(format!(
+            "continuity_capsule_superseded:thread:{}\u{2192}{}",
+            capsule.subject_id,
+            td.superseded_by.as_deref().unwrap_or("unknown")
+        ));
+    }
+    let mut body = JsonObject::new();
+    body.insert("ok", Json::Bool(true));
+    body.insert("path", Json::from(outcome.path.as_str()));
+    body.insert(
+        "capsule",
+        outcome
+            .capsule
+            .as_ref()
+            .map_or(Json::Null, Capsule::to_json),
+    );
+    body.insert("archived", Json::Bool(false));
+    body.insert("source_state", Json::from(outcome.source_state.as_str()));
+    body.insert(
+        "recovery_warnings",
+        Json::Array(warnings.iter().map(|w| Json::from(w.as_str())).collect()),
+    );
+    body.insert("trust_signals", signals.clone());
+    if let Some(extras) = startup {
+        body.insert(
+            "startup_summary",
+            startup_summary(
+                outcome.capsule.as_ref(),
+                outcome.source_state,
+                &warnings,
+                &signals,
+            ),
+        );
+        body.insert("graph_summary", extras.graph_summary);
+        body.insert("schedule_context", extras.schedule_context);
+    }
+    Json::Object(body)
+}
