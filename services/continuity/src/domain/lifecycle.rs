@@ -1,6 +1,7 @@
 //! The thread/task lifecycle state machine (digest §5) and `POST /v1/continuity/lifecycle`.
 
 use super::error::ContinuityError;
+use super::json::{Json, JsonObject};
 use super::model::{Capsule, Lifecycle};
 use super::request::{LifecycleRequest, Transition};
 use super::stored::{StoredCapsule, reject_stale_timestamp};
@@ -8,7 +9,7 @@ use super::subject::SubjectKey;
 use super::timestamp::require_utc;
 use super::validation::CAPSULE_SIZE_LIMIT_BYTES;
 use super::validation::CAPSULE_SIZE_LIMIT_DETAIL;
-use super::write::WriteResult;
+use super::write::{WriteResult, fallback_failure_fields, revision_json};
 
 /// The transitions allowed from a state; `None` for the terminal states.
 pub fn allowed_transitions(from: Lifecycle) -> Option<&'static [Transition]> {
@@ -102,6 +103,29 @@ pub fn apply_lifecycle(
         previous_lifecycle: previous,
         transition: request.transition,
     })
+}
+
+impl LifecycleOutcome {
+    /// `ok, path, lifecycle, previous_lifecycle, durable, latest_commit, capsule_sha256,
+    /// warnings, recovery_warnings`.
+    pub fn response(&self, revision: Option<&str>, fallback_failure: Option<&str>) -> Json {
+        let path = self.write.path();
+        let (warnings, recovery, _) = fallback_failure_fields(&path, fallback_failure);
+        let mut body = JsonObject::new();
+        body.insert("ok", Json::Bool(true));
+        body.insert("path", Json::String(path));
+        body.insert("lifecycle", Json::from(self.lifecycle.as_str()));
+        body.insert(
+            "previous_lifecycle",
+            Json::from(self.previous_lifecycle.as_str()),
+        );
+        body.insert("durable", Json::Bool(true));
+        body.insert("latest_commit", revision_json(revision));
+        body.insert("capsule_sha256", Json::String(self.write.sha256.clone()));
+        body.insert("warnings", warnings);
+        body.insert("recovery_warnings", recovery);
+        Json::Object(body)
+    }
 }
 
 #[cfg(test)]
