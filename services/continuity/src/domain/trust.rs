@@ -304,6 +304,37 @@ pub struct SignalSummary {
     pub health: HealthStatus,
 }
 
+impl SignalSummary {
+    /// Reads a full or compact `trust_signals` block back (compact blocks have no ages).
+    pub fn from_signals(signals: &Json) -> Option<SignalSummary> {
+        let section = |name: &str| signals.get(name);
+        let age = |name: &str| match section("recency")?.get(name)? {
+            Json::Number(n) => n.as_i64(),
+            _ => None,
+        };
+        let flag = |sec: &str, name: &str| {
+            matches!(
+                section(sec).and_then(|s| s.get(name)),
+                Some(Json::Bool(true))
+            )
+        };
+        let integrity = section("integrity")?;
+        Some(SignalSummary {
+            phase: Phase::parse(section("recency")?.get("phase")?.as_str()?)?,
+            updated_age_seconds: age("updated_age_seconds"),
+            verified_age_seconds: age("verified_age_seconds"),
+            orientation_adequate: flag("completeness", "orientation_adequate"),
+            trimmed: flag("completeness", "trimmed"),
+            source_state: match integrity.get("source_state")?.as_str()? {
+                "active" => SourceState::Active,
+                "fallback" => SourceState::Fallback,
+                _ => SourceState::Missing,
+            },
+            health: HealthStatus::parse(integrity.get("health_status")?.as_str()?)?,
+        })
+    }
+}
+
 /// The aggregate block over the capsules that have signals (`None` for none, the original's
 /// empty case).
 pub fn aggregate_trust_signals(
