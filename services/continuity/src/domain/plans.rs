@@ -457,3 +457,199 @@ pub fn refresh_response(now: OffsetDateTime, candidates: &[Json], revision: Opti
     body.insert("warnings", Json::Array(vec![]));
     Json::Object(body)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::domain::json::canonical_json;
+    use crate::domain::write::archive_envelope;
+    use time::Duration;
+
+    fn capsule(id: &str) -> Capsule {
+        let body = format!(
+            r#"{{"subject_kind":"user","subject_id":"{id}","updated_at":"2025-01-01T00:00:00Z",
+            "verified_at":"2025-01-01T00:00:00Z","source":{{"producer":"p","update_reason":"manual"}},
+            "continuity":{{"top_priorities":[],"active_concerns":[],"active_constraints":[],
+            "open_loops":[],"stance_summary":"s","drift_signals":[]}},
+            "confidence":{{"continuity":0.5,"relationship_model":0.5}}}}"#
+        );
+        Capsule::from_json_at(&Json::parse(body.as_bytes()).unwrap(), &Default::default()).unwrap()
+    }
+
+    fn archive(id: &str, archived: OffsetDateTime, cold_state: ColdState) -> RetentionArchive {
+        let subject = SubjectKey::new(SubjectKind::User, id).unwrap();
+        let (path, envelope) = archive_envelope(&subject, &capsule(id), "owner", "done", archived);
+        RetentionArchive {
+            path,
+            envelope: load_archive_envelope(canonical_json(&envelope).as_bytes()),
+            cold_state,
+        }
+    }
+
+    /// Digest §9: stale = older than `days·86400` s with no cold files; candidates sorted by
+    /// (archived_at, kind, key, path); the window is `limit`, `total_candidates` counts all,
+    /// `has_more` says the backlog is not drained; partial cold files and invalid envelopes
+    /// become sorted warnings.
+    #[test]
+    fn retention_plan_windows_the_stale_backlog() {
+        let now = parse_iso("2026-06-01T12:00:00Z").unwrap();
+        let day = Duration::days(1);
+        let mut invalid = archive("broken", now - day * 200, ColdState::None);
+        invalid.envelope = load_archive_envelope(b"{\"schema_type\":\"other\"}");
+        let archives = vec![
+            archive("carol", now - day * 91, ColdState::None),
+            archive("alice", now - day * 100, ColdState::None),
+            archive("bob", now - day * 95, ColdState::None),
+            archive("recent", now - day * 10, ColdState::None),
+            archive("exactly", now - day * 90, ColdState::None),
+            archive("frozen", now - day * 120, ColdState::Full),
+            archive("half", now - day * 150, ColdState::Partial),
+            invalid,
+        ];
+        let request = RetentionPlanRequest {
+            subject_kind: None,
+            limit: 2,
+        };
+        let plan = retention_plan(&request, archives, now, 90).unwrap();
+        let ids: Vec<&str> = plan
+            .candidates
+            .iter()
+            .map(|c| c.get("subject_id").unwrap().as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["alice", "bob"]);
+        assert_eq!(plan.total_candidates, 3);
+        assert!(plan.has_more());
+        let half = SubjectKey::new(SubjectKind::User, "half").unwrap();
+        let broken = SubjectKey::new(SubjectKind::User, "broken").unwrap();
+        assert_eq!(
+            plan.warnings,
+            [
+                format!(
+                    "continuity_retention_partial_cold_conflict:{}",
+                    half.archive_path(&format_compact(now - day * 150))
+                ),
+                format!(
+                    "continuity_retention_skipped_invalid_archive:{}",
+                    broken.archive_path(&format_compact(now - day * 200))
+                ),
+            ]
+        );
+        let archive_path = "memory/continuity/archive/user-alice-20260221T120000Z.json";
+        let want = format!(
+            concat!(
+                r#"{{"subject_kind":"user","subject_id":"alice","source_archive_path":"{0}","#,
+                r#""artifact_state":"archived","retention_class":"archive_stale","#,
+                r#""policy_action":"cold_store","archived_at":"2026-02-21T12:00:00Z","age_days":100,"#,
+                r#""cold_storage_path":"memory/continuity/cold/user-alice-20260221T120000Z.json.gz","#,
+                r#""cold_stub_path":"memory/continuity/cold/index/user-alice-20260221T120000Z.md","#,
+                r#""reason_codes":["archive_stale"]}}"#
+            ),
+            archive_path
+        );
+        assert_eq!(crate::domain::json::to_py_json(&plan.candidates[0]), want);
+        let response = plan.response(Some("rev-1"));
+        assert_eq!(response.get("count"), Some(&Json::from(2usize)));
+        assert_eq!(response.get("has_more"), Some(&Json::Bool(true)));
+        let persisted = plan.persisted();
+        assert_eq!(
+            persisted.get("schema_type").and_then(Json::as_str),
+            Some("continuity_retention_plan")
+        );
+
+        // Draining: the same scan with a window as large as the backlog has nothing more.
+        let drained = retention_plan(
+            &RetentionPlanRequest {
+                subject_kind: None,
+                limit: 100,
+            },
+            vec![archive("alice", now - day * 100, ColdState::None)],
+            now,
+            90,
+        )
+        .unwrap();
+        assert_eq!((drained.candidates.len(), drained.has_more()), (1, false));
+    }
+
+    /// Digest §9 refresh plan: reason codes in order, priorities, healthy rows dropped unless
+    /// asked for, sorted by (priority, kind, id).
+    #[test]
+    fn refresh_plan_orders_by_priority() {
+        let now = parse_iso("2026-06-01T00:00:00Z").unwrap();
+        let mut verified = capsule("zed");
+        verified.verified_at = "2026-05-30T00:00:00Z".into();
+        verified.verification_state = Some(crate::domain::model::VerificationState {
+            status: VerificationStatus::UserConfirmed,
+            last_revalidated_at: "2026-05-30T00:00:00Z".into(),
+            strongest_signal: crate::domain::model::SignalKind::UserConfirmation,
+            evidence_refs: vec![],
+            conflict_summary: None,
+        });
+        let sources = vec![
+            RefreshSource {
+                capsule: verified.clone(),
+                fallback_only: false,
+                recently_used: true,
+            },
+            RefreshSource {
+                capsule: capsule("amy"),
+                fallback_only: false,
+                recently_used: false,
+            },
+            RefreshSource {
+                capsule: capsule("bea"),
+                fallback_only: true,
+                recently_used: false,
+            },
+        ];
+        let request = RefreshPlanRequest {
+            subject_kind: None,
+            limit: 25,
+            include_healthy: false,
+        };
+        let rows = refresh_plan(&request, &sources, now);
+        let summary: Vec<(String, String)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.get("subject_id").unwrap().as_str().unwrap().to_owned(),
+                    crate::domain::json::to_py_json(r.get("reason_codes").unwrap()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (
+                    "bea".to_owned(),
+                    r#"["verification_unverified","stale_verified_at","fallback_only"]"#.to_owned()
+                ),
+                (
+                    "amy".to_owned(),
+                    r#"["verification_unverified","stale_verified_at"]"#.to_owned()
+                ),
+            ]
+        );
+        assert_eq!(
+            rows[0].get("recommended_priority").and_then(Json::as_str),
+            Some("high")
+        );
+        assert_eq!(
+            rows[1].get("recommended_priority").and_then(Json::as_str),
+            Some("medium")
+        );
+        let all = refresh_plan(
+            &RefreshPlanRequest {
+                include_healthy: true,
+                ..request
+            },
+            &sources,
+            now,
+        );
+        assert_eq!(all.len(), 3);
+        assert_eq!(
+            all[2].get("recommended_priority").and_then(Json::as_str),
+            Some("low")
+        );
+    }
+}
