@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use noema_client::ledger::{canonical_request, signed_reference};
 use noema_core::keys::SigningKeyPair;
-use noema_e2e::{Backend, Role, Shape, TestCluster, owner};
+use noema_e2e::{Backend, Shape, TestCluster, owner};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -164,7 +164,7 @@ async fn one_rest_request_is_one_trace_across_three_processes() {
     // Per-service metrics, on each service process's own listener: counts and latency
     // histograms by RPC and status code.
     let ledger_metrics = noema_e2e::anonymous()
-        .get(cluster.metrics_url(Role::Ledger).unwrap())
+        .get(cluster.metrics_url("ledger").unwrap())
         .send()
         .await
         .unwrap()
@@ -182,7 +182,7 @@ async fn one_rest_request_is_one_trace_across_three_processes() {
         );
     }
     let identity_metrics = noema_e2e::anonymous()
-        .get(cluster.metrics_url(Role::Identity).unwrap())
+        .get(cluster.metrics_url("identity").unwrap())
         .send()
         .await
         .unwrap()

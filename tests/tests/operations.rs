@@ -86,7 +86,7 @@ async fn readiness_follows_the_database_across_processes() {
         .await
         .unwrap();
     wait_for(&cluster, ServingStatus::Serving, 200).await;
-    let ledger_db = cluster.config().ledger.database_url.clone();
+    let ledger_db = cluster.config().services["ledger"].database_url.clone();
 
     noema_store::testing::set_database_reachable(&admin, &ledger_db, false)
         .await

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use noema_client::ledger::canonical_request;
-use noema_e2e::{Backend, Role, Shape, TestCluster, owner};
+use noema_e2e::{Backend, Shape, TestCluster, owner};
 use noema_proto::ledger::v1 as pb;
 use serde_json::{Value, json};
 
@@ -110,7 +110,7 @@ async fn a_killed_ledger_is_unavailable_then_recovers_with_nothing_acknowledged_
     })
     .await;
 
-    cluster.kill(Role::Ledger).await.unwrap();
+    cluster.kill("ledger").await.unwrap();
     let acked_at_kill = acked();
 
     // REST through the gateway: 503 with the JSON error body, for reads and writes.
@@ -155,7 +155,7 @@ async fn a_killed_ledger_is_unavailable_then_recovers_with_nothing_acknowledged_
         "writes acknowledged while down"
     );
 
-    cluster.restart(Role::Ledger).await.unwrap();
+    cluster.restart("ledger").await.unwrap();
 
     eventually("GET /status answers 200 again", || async {
         matches!(
@@ -232,7 +232,7 @@ async fn a_killed_identity_makes_uncached_tokens_unavailable_not_invalid() {
         .issue_token("peer:resilience", &["ledger:read"])
         .await
         .unwrap();
-    cluster.kill(Role::Identity).await.unwrap();
+    cluster.kill("identity").await.unwrap();
 
     let response = noema_e2e::client_as(&token)
         .get(format!("{}/status", cluster.rest_url))
@@ -253,7 +253,7 @@ async fn a_killed_identity_makes_uncached_tokens_unavailable_not_invalid() {
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
 
-    cluster.restart(Role::Identity).await.unwrap();
+    cluster.restart("identity").await.unwrap();
     let mut ok = false;
     for _ in 0..(PATIENCE.as_millis() / STEP.as_millis()) {
         if ledger_as.get_status(pb::GetStatusRequest {}).await.is_ok() {

@@ -149,3 +149,15 @@ pub fn channel(
         TraceContextInterceptor,
     ))
 }
+
+/// A channel whose every call answers UNAVAILABLE: what a caller gets for a service it has
+/// no endpoint for.
+pub fn unavailable_channel(service: &'static str) -> TracedChannel {
+    let answer = tower::service_fn(move |_: http::Request<Body>| async move {
+        Ok::<_, Infallible>(
+            tonic::Status::unavailable(format!("no endpoint is configured for {service}"))
+                .into_http(),
+        )
+    });
+    local_channel(BoxCloneSyncService::new(answer), ClientOptions::default())
+}

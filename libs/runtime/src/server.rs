@@ -31,6 +31,8 @@ pub enum ServerError {
 pub struct GrpcServer {
     routes: RoutesBuilder,
     names: Vec<&'static str>,
+    /// Encoded descriptor sets of the hosted contracts, for reflection.
+    descriptors: Vec<&'static [u8]>,
     health: HealthReporter,
     auth: AuthLayer,
 }
@@ -41,6 +43,7 @@ impl GrpcServer {
         GrpcServer {
             routes: RoutesBuilder::default(),
             names: Vec::new(),
+            descriptors: Vec::new(),
             health: HealthReporter::new(),
             auth,
         }
@@ -60,6 +63,19 @@ impl GrpcServer {
     {
         self.names.push(S::NAME);
         self.routes.add_service(service);
+        self
+    }
+
+    /// Makes the contracts in `descriptors` (an encoded `FileDescriptorSet`) available to
+    /// reflection; a set already added is not added again.
+    pub fn add_descriptors(&mut self, descriptors: &'static [u8]) -> &mut Self {
+        if !self
+            .descriptors
+            .iter()
+            .any(|d| std::ptr::eq(*d, descriptors))
+        {
+            self.descriptors.push(descriptors);
+        }
         self
     }
 
@@ -94,6 +110,7 @@ impl GrpcServer {
         let GrpcServer {
             mut routes,
             names,
+            descriptors,
             health,
             auth,
         } = self;
@@ -108,8 +125,8 @@ impl GrpcServer {
         }
         routes
             .add_service(health_service)
-            .add_service(reflection(&names).build_v1()?)
-            .add_service(reflection(&names).build_v1alpha()?);
+            .add_service(reflection(&names, &descriptors).build_v1()?)
+            .add_service(reflection(&names, &descriptors).build_v1alpha()?);
         let routes = routes.routes();
 
         let stopping = shutdown.clone();
@@ -189,10 +206,15 @@ where
     }
 }
 
-fn reflection(names: &[&'static str]) -> tonic_reflection::server::Builder<'static> {
+fn reflection(
+    names: &[&'static str],
+    descriptors: &[&'static [u8]],
+) -> tonic_reflection::server::Builder<'static> {
     let mut builder = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(noema_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+    for set in descriptors {
+        builder = builder.register_encoded_file_descriptor_set(set);
+    }
     for name in names {
         builder = builder.with_service_name(*name);
     }

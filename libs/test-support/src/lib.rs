@@ -3,21 +3,28 @@
 //! service plus a gateway node, wired only by config) or processes (every role as its
 //! own `noema serve <role>` OS process), on SQLite + files or on the Postgres and
 //! S3-compatible server that `scripts/test` provides.
+//!
+//! The services, their databases, object stores, endpoints and start order come from a
+//! service registry: the production one by default, or a test's own
+//! ([`ClusterBuilder::registry`], e.g. with an example service added).
 
 mod processes;
 
 pub use noema::Role;
 pub use processes::{NOEMA_BIN_ENV, noema_bin};
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use noema::{Node, NodeError};
 use noema_proto::identity::v1::IssueTokenRequest;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
-use noema_runtime::NoemaConfig;
 use noema_runtime::config::ConfigLoader;
+use noema_runtime::registry::RegistryError;
+use noema_runtime::{NoemaConfig, Registry};
 use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
 use tonic::metadata::{Ascii, MetadataValue};
@@ -44,8 +51,9 @@ pub enum Backend {
 pub enum Shape {
     AllInOne,
     Split,
-    /// Every role (identity, ledger, gateway) as its own `noema serve <role>` process
-    /// of the built binary ([`noema_bin`]), killed when the cluster is dropped.
+    /// Every role (each registered service, then the gateway) as its own `noema serve
+    /// <role>` process of the built binary ([`noema_bin`], or the builder's), killed when
+    /// the cluster is dropped.
     Processes,
 }
 
@@ -81,6 +89,8 @@ pub enum ClusterError {
     Process(String),
     #[error("{0}")]
     Shape(String),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
 }
 
 /// A running cluster. Dropping it stops every node; [`TestCluster::shutdown`] also waits.
@@ -89,14 +99,18 @@ pub struct TestCluster {
     pub shape: Shape,
     /// Base URL of the REST gateway, e.g. `http://127.0.0.1:41234`.
     pub rest_url: String,
-    /// gRPC endpoint of the ledger, e.g. `http://127.0.0.1:41235`.
+    /// gRPC endpoint of every service, by name, e.g. `ledger` → `http://127.0.0.1:41235`.
+    pub endpoints: BTreeMap<String, String>,
+    /// gRPC endpoint of the ledger (`endpoints["ledger"]`).
     pub ledger_endpoint: String,
-    /// gRPC endpoint of the identity service.
+    /// gRPC endpoint of the identity service (`endpoints["identity"]`).
     pub identity_endpoint: String,
     /// The owner (superuser) token.
     pub owner_token: String,
+    /// The services the cluster runs.
+    pub registry: Registry,
     nodes: Vec<Node>,
-    /// Processes shape: identity, ledger, gateway, in start order.
+    /// Processes shape: every service in start order, then the gateway.
     processes: Vec<processes::ServiceProcess>,
     /// The configuration the cluster was built from (storage URLs included).
     config: NoemaConfig,
@@ -124,6 +138,56 @@ fn with_fresh_prefix(s3_url: &str, tag: &str) -> String {
     }
 }
 
+/// Starts a cluster of a chosen registry and binary: `TestCluster::builder(backend, shape)`.
+#[derive(Debug, Clone)]
+pub struct ClusterBuilder {
+    backend: Backend,
+    shape: Shape,
+    registry: Option<Registry>,
+    binary: Option<PathBuf>,
+    settings: Vec<(String, String)>,
+}
+
+impl ClusterBuilder {
+    /// The services to run (default: the production registry).
+    #[must_use]
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Processes shape: the binary to run as `<binary> serve <role>` (default:
+    /// [`noema_bin`]). It must run the same registry.
+    #[must_use]
+    pub fn binary(mut self, path: impl Into<PathBuf>) -> Self {
+        self.binary = Some(path.into());
+        self
+    }
+
+    /// An extra config setting: a dotted key and a TOML literal value, e.g.
+    /// `("auth.cache_ttl_secs", "2")` or `("auth.anonymous_scopes", "[\"ledger:read\"]")`.
+    #[must_use]
+    pub fn setting(mut self, key: &str, literal: &str) -> Self {
+        self.settings.push((key.to_owned(), literal.to_owned()));
+        self
+    }
+
+    pub async fn start(self) -> Result<TestCluster, ClusterError> {
+        let registry = match self.registry {
+            Some(registry) => registry,
+            None => noema::registry::builtin()?,
+        };
+        TestCluster::launch(
+            registry,
+            self.backend,
+            self.shape,
+            self.binary,
+            &self.settings,
+        )
+        .await
+    }
+}
+
 impl TestCluster {
     pub async fn all_in_one(backend: Backend) -> Result<TestCluster, ClusterError> {
         Self::start(backend, Shape::AllInOne).await
@@ -134,7 +198,7 @@ impl TestCluster {
     }
 
     pub async fn start(backend: Backend, shape: Shape) -> Result<TestCluster, ClusterError> {
-        Self::start_with(backend, shape, &[]).await
+        Self::builder(backend, shape).start().await
     }
 
     /// Starts a cluster with extra config settings: dotted keys and TOML literal values,
@@ -144,9 +208,36 @@ impl TestCluster {
         shape: Shape,
         settings: &[(&str, &str)],
     ) -> Result<TestCluster, ClusterError> {
+        settings
+            .iter()
+            .fold(Self::builder(backend, shape), |builder, (key, literal)| {
+                builder.setting(key, literal)
+            })
+            .start()
+            .await
+    }
+
+    /// A cluster to configure before starting it (its registry, binary and settings).
+    pub fn builder(backend: Backend, shape: Shape) -> ClusterBuilder {
+        ClusterBuilder {
+            backend,
+            shape,
+            registry: None,
+            binary: None,
+            settings: Vec::new(),
+        }
+    }
+
+    async fn launch(
+        registry: Registry,
+        backend: Backend,
+        shape: Shape,
+        binary: Option<PathBuf>,
+        settings: &[(String, String)],
+    ) -> Result<TestCluster, ClusterError> {
         let data_dir = tempfile::tempdir()?;
         let owner_token = format!("noema_test_owner_{}", uuid::Uuid::new_v4().simple());
-        let mut loader = ConfigLoader::new()
+        let mut loader = ConfigLoader::new(&registry)
             .without_env()
             .set("server.data_dir", data_dir.path().display().to_string())
             .set("server.grpc_addr", "127.0.0.1:0")
@@ -157,16 +248,20 @@ impl TestCluster {
                 noema_identity::token_sha256(&owner_token),
             );
         if backend == Backend::PostgresS3 {
+            // A fresh database per service and a fresh prefix per object store.
             let admin_url = require_env(DATABASE_URL_ENV)?;
             let s3_url = require_env(S3_URL_ENV)?;
-            for service in ["identity", "ledger"] {
-                let url = noema_store::testing::create_test_database(&admin_url, service).await?;
-                loader = loader.set(&format!("{service}.database_url"), url);
+            for spec in registry.services() {
+                let name = spec.name;
+                let url = noema_store::testing::create_test_database(&admin_url, name).await?;
+                loader = loader.set(&format!("{name}.database_url"), url);
+                if spec.object_store.is_some() {
+                    loader = loader.set(
+                        &format!("{name}.object_store_url"),
+                        with_fresh_prefix(&s3_url, name),
+                    );
+                }
             }
-            loader = loader.set(
-                "ledger.object_store_url",
-                with_fresh_prefix(&s3_url, "ledger"),
-            );
         }
         let mut shared = toml::Table::new();
         for (key, literal) in settings {
@@ -179,23 +274,59 @@ impl TestCluster {
         let config = loader.load()?;
         let shutdown = CancellationToken::new();
         if shape == Shape::Processes {
-            return Self::start_processes(backend, config, &shared, owner_token, data_dir).await;
+            let bin = match binary {
+                Some(bin) => bin,
+                None => noema_bin()?,
+            };
+            let cluster = Cluster {
+                registry,
+                backend,
+                config,
+                owner_token,
+                data_dir,
+            };
+            return cluster.start_processes(bin, &shared).await;
         }
 
+        let mut endpoints = BTreeMap::new();
         let nodes = match shape {
             Shape::AllInOne => {
-                vec![Node::start(&config, &Role::ALL, shutdown.child_token()).await?]
+                let node = Node::start(
+                    &registry,
+                    &config,
+                    &Role::all(&registry),
+                    shutdown.child_token(),
+                )
+                .await?;
+                let url = format!("http://{}", bound(node.grpc_addr)?);
+                for name in registry.names() {
+                    endpoints.insert(name.to_owned(), url.clone());
+                }
+                vec![node]
             }
             Shape::Split => {
-                // Each service in its own node, wired only by config, as separate pods would be.
-                let identity =
-                    Node::start(&config, &[Role::Identity], shutdown.child_token()).await?;
+                // Each service in its own node, wired only by config, as separate pods would
+                // be: in start order, each pointed at the services started before it.
                 let mut wired: NoemaConfig = config.clone();
-                wired.endpoints.identity = format!("http://{}", bound(identity.grpc_addr)?);
-                let ledger = Node::start(&wired, &[Role::Ledger], shutdown.child_token()).await?;
-                wired.endpoints.ledger = format!("http://{}", bound(ledger.grpc_addr)?);
-                let gateway = Node::start(&wired, &[Role::Gateway], shutdown.child_token()).await?;
-                vec![identity, ledger, gateway]
+                let mut nodes = Vec::new();
+                for name in registry.names() {
+                    let node = Node::start(
+                        &registry,
+                        &wired,
+                        &[Role::Service(name)],
+                        shutdown.child_token(),
+                    )
+                    .await?;
+                    let url = format!("http://{}", bound(node.grpc_addr)?);
+                    wired.endpoints.insert(name.to_owned(), url.clone());
+                    endpoints.insert(name.to_owned(), url);
+                    nodes.push(node);
+                }
+                nodes.push(
+                    Node::start(&registry, &wired, &[Role::Gateway], shutdown.child_token())
+                        .await?,
+                );
+                nodes
             }
             Shape::Processes => {
                 return Err(ClusterError::Shape(
@@ -203,18 +334,17 @@ impl TestCluster {
                 ));
             }
         };
-        let (identity_node, ledger_node) = match shape {
-            Shape::Split => (&nodes[0], &nodes[1]),
-            Shape::AllInOne | Shape::Processes => (&nodes[0], &nodes[0]),
-        };
         let http = nodes.iter().find_map(|n| n.http_addr);
+        let endpoint = |name: &str| endpoints.get(name).cloned().unwrap_or_default();
         Ok(TestCluster {
             backend,
             shape,
             rest_url: format!("http://{}", bound(http)?),
-            ledger_endpoint: format!("http://{}", bound(ledger_node.grpc_addr)?),
-            identity_endpoint: format!("http://{}", bound(identity_node.grpc_addr)?),
+            ledger_endpoint: endpoint("ledger"),
+            identity_endpoint: endpoint("identity"),
+            endpoints,
             owner_token,
+            registry,
             nodes,
             processes: Vec::new(),
             config,
@@ -223,119 +353,11 @@ impl TestCluster {
         })
     }
 
-    /// The processes shape: identity, then ledger (pointing at identity), then the gateway
-    /// (pointing at both). Each process gets only its own settings, as its pod would.
-    async fn start_processes(
-        backend: Backend,
-        config: NoemaConfig,
-        shared: &toml::Table,
-        owner_token: String,
-        data_dir: TempDir,
-    ) -> Result<TestCluster, ClusterError> {
-        let bin = noema_bin()?;
-        let config_file = if shared.is_empty() {
-            None
-        } else {
-            let path = data_dir.path().join("shared-settings.toml");
-            let text = toml::to_string(shared)
-                .map_err(|e| ClusterError::Io(std::io::Error::other(e.to_string())))?;
-            std::fs::write(&path, text)?;
-            Some(path)
-        };
-        let common = |role: Role| -> Vec<(String, String)> {
-            let dir = data_dir.path().join(role.name());
-            vec![
-                ("NOEMA__SERVER__DATA_DIR".into(), dir.display().to_string()),
-                ("NOEMA__SERVER__SHUTDOWN_GRACE_SECS".into(), "5".into()),
-                (
-                    "NOEMA__AUTH__OWNER_TOKEN_SHA256".into(),
-                    config.auth.owner_token_sha256.clone(),
-                ),
-                // As the Helm chart names them, so traces tell the processes apart.
-                (
-                    "NOEMA__TELEMETRY__SERVICE_NAME".into(),
-                    format!("noema-{role}"),
-                ),
-            ]
-        };
-        let spec = |role: Role, mut env: Vec<(String, String)>| {
-            let mut all = common(role);
-            all.append(&mut env);
-            processes::ProcessSpec {
-                role,
-                bin: bin.clone(),
-                env: all,
-                config_file: config_file.clone(),
-                log: data_dir.path().join(format!("{role}.log")),
-            }
-        };
-        let start = |spec: processes::ProcessSpec| async move {
-            tokio::task::spawn_blocking(move || processes::ServiceProcess::start(spec, None))
-                .await
-                .map_err(|e| ClusterError::Process(e.to_string()))?
-        };
-        let grpc_url = |p: &processes::ServiceProcess| -> Result<String, ClusterError> {
-            Ok(format!("http://{}", bound(p.bound.grpc)?))
-        };
-
-        // Storage settings come from the in-process config (fresh Postgres databases and S3
-        // prefix, or the SQLite default under each process's own data dir).
-        let mut identity_env = Vec::new();
-        let mut ledger_env = Vec::new();
-        if backend == Backend::PostgresS3 {
-            identity_env.push((
-                "NOEMA__IDENTITY__DATABASE_URL".into(),
-                config.identity.database_url.clone(),
-            ));
-            ledger_env.push((
-                "NOEMA__LEDGER__DATABASE_URL".into(),
-                config.ledger.database_url.clone(),
-            ));
-            ledger_env.push((
-                "NOEMA__LEDGER__OBJECT_STORE_URL".into(),
-                config.ledger.object_store_url.clone(),
-            ));
-        }
-        let identity = start(spec(Role::Identity, identity_env)).await?;
-        let identity_endpoint = grpc_url(&identity)?;
-        ledger_env.push((
-            "NOEMA__ENDPOINTS__IDENTITY".into(),
-            identity_endpoint.clone(),
-        ));
-        let ledger = start(spec(Role::Ledger, ledger_env)).await?;
-        let ledger_endpoint = grpc_url(&ledger)?;
-        let gateway = start(spec(
-            Role::Gateway,
-            vec![
-                (
-                    "NOEMA__ENDPOINTS__IDENTITY".into(),
-                    identity_endpoint.clone(),
-                ),
-                ("NOEMA__ENDPOINTS__LEDGER".into(), ledger_endpoint.clone()),
-            ],
-        ))
-        .await?;
-        let rest_url = format!("http://{}", bound(gateway.bound.http)?);
-        Ok(TestCluster {
-            backend,
-            shape: Shape::Processes,
-            rest_url,
-            ledger_endpoint,
-            identity_endpoint,
-            owner_token,
-            nodes: Vec::new(),
-            processes: vec![identity, ledger, gateway],
-            config,
-            shutdown: CancellationToken::new(),
-            data_dir,
-        })
-    }
-
-    fn process_mut(&mut self, role: Role) -> Result<&mut processes::ServiceProcess, ClusterError> {
+    fn process_mut(&mut self, role: &str) -> Result<&mut processes::ServiceProcess, ClusterError> {
         let shape = self.shape;
         self.processes
             .iter_mut()
-            .find(|p| p.spec.role == role)
+            .find(|p| p.spec.role.name() == role)
             .ok_or_else(|| {
                 ClusterError::Shape(format!(
                     "a {shape:?} cluster has no {role} process; kill and restart need Shape::Processes"
@@ -343,9 +365,10 @@ impl TestCluster {
             })
     }
 
-    /// Processes shape: SIGKILLs `role`'s process (no drain, no flush) and waits until it
-    /// is gone. Its peers keep their configured endpoints and see it unreachable.
-    pub async fn kill(&mut self, role: Role) -> Result<(), ClusterError> {
+    /// Processes shape: SIGKILLs `role`'s process (e.g. `"ledger"`; no drain, no flush) and
+    /// waits until it is gone. Its peers keep their configured endpoints and see it
+    /// unreachable.
+    pub async fn kill(&mut self, role: &str) -> Result<(), ClusterError> {
         // SIGKILL and reaping take milliseconds; not worth a blocking-pool hop.
         self.process_mut(role)?.kill();
         Ok(())
@@ -353,7 +376,7 @@ impl TestCluster {
 
     /// Processes shape: starts `role`'s process again (after [`TestCluster::kill`]) on the
     /// same ports and storage, and waits until it has bound them.
-    pub async fn restart(&mut self, role: Role) -> Result<(), ClusterError> {
+    pub async fn restart(&mut self, role: &str) -> Result<(), ClusterError> {
         let process = self.process_mut(role)?;
         if process.is_running() {
             return Err(ClusterError::Shape(format!(
@@ -383,16 +406,16 @@ impl TestCluster {
     }
 
     /// Processes shape: the logs (stderr) of every start of `role`'s process so far.
-    pub fn process_log(&self, role: Role) -> String {
+    pub fn process_log(&self, role: &str) -> String {
         std::fs::read_to_string(self.data_dir.path().join(format!("{role}.log")))
             .unwrap_or_default()
     }
 
     /// Processes shape: where `role`'s process serves `/metrics`.
-    pub fn metrics_url(&self, role: Role) -> Option<String> {
+    pub fn metrics_url(&self, role: &str) -> Option<String> {
         self.processes
             .iter()
-            .find(|p| p.spec.role == role)
+            .find(|p| p.spec.role.name() == role)
             .and_then(|p| p.bound.metrics)
             .map(|a| format!("http://{a}/metrics"))
     }
@@ -428,16 +451,15 @@ impl TestCluster {
         connect(&self.ledger_endpoint).await
     }
 
+    /// The gRPC endpoint of the registered service `name` (e.g. `ledger`).
+    pub fn endpoint(&self, name: &str) -> Option<&str> {
+        self.endpoints.get(name).map(String::as_str)
+    }
+
     /// The gRPC endpoint serving `service` (a fully qualified name such as
     /// `noema.ledger.v1.LedgerService`), or `None` for a service this cluster lacks.
     pub fn endpoint_of(&self, service: &str) -> Option<&str> {
-        if service.starts_with("noema.identity.") {
-            Some(&self.identity_endpoint)
-        } else if service.starts_with("noema.ledger.") {
-            Some(&self.ledger_endpoint)
-        } else {
-            None
-        }
+        self.endpoint(self.registry.hosting(service)?.name)
     }
 
     /// A plain channel to `endpoint`.
@@ -487,6 +509,129 @@ impl TestCluster {
         })
         .await
         .map_err(|e| ClusterError::Process(e.to_string()))?
+    }
+}
+
+/// A configured cluster not started yet (processes shape).
+struct Cluster {
+    registry: Registry,
+    backend: Backend,
+    config: NoemaConfig,
+    owner_token: String,
+    data_dir: TempDir,
+}
+
+impl Cluster {
+    /// The processes shape: every service in start order, each pointed at the services it
+    /// calls, then the gateway (pointed at every service). Each process gets only its own
+    /// settings, as its pod would.
+    async fn start_processes(
+        self,
+        bin: PathBuf,
+        shared: &toml::Table,
+    ) -> Result<TestCluster, ClusterError> {
+        let Cluster {
+            registry,
+            backend,
+            config,
+            owner_token,
+            data_dir,
+        } = self;
+        let config_file = if shared.is_empty() {
+            None
+        } else {
+            let path = data_dir.path().join("shared-settings.toml");
+            let text = toml::to_string(shared)
+                .map_err(|e| ClusterError::Io(std::io::Error::other(e.to_string())))?;
+            std::fs::write(&path, text)?;
+            Some(path)
+        };
+        let spec = |role: Role, mut env: Vec<(String, String)>| {
+            let dir = data_dir.path().join(role.name());
+            let mut all = vec![
+                ("NOEMA__SERVER__DATA_DIR".into(), dir.display().to_string()),
+                ("NOEMA__SERVER__SHUTDOWN_GRACE_SECS".into(), "5".into()),
+                (
+                    "NOEMA__AUTH__OWNER_TOKEN_SHA256".into(),
+                    config.auth.owner_token_sha256.clone(),
+                ),
+                // As the Helm chart names them, so traces tell the processes apart.
+                (
+                    "NOEMA__TELEMETRY__SERVICE_NAME".into(),
+                    format!("noema-{role}"),
+                ),
+            ];
+            all.append(&mut env);
+            processes::ProcessSpec {
+                role,
+                bin: bin.clone(),
+                env: all,
+                config_file: config_file.clone(),
+                log: data_dir.path().join(format!("{role}.log")),
+            }
+        };
+        let start = |spec: processes::ProcessSpec| async move {
+            tokio::task::spawn_blocking(move || processes::ServiceProcess::start(spec, None))
+                .await
+                .map_err(|e| ClusterError::Process(e.to_string()))?
+        };
+        let endpoint_env = |name: &str, url: &str| {
+            (
+                format!("NOEMA__ENDPOINTS__{}", name.to_ascii_uppercase()),
+                url.to_owned(),
+            )
+        };
+
+        let mut endpoints: BTreeMap<String, String> = BTreeMap::new();
+        let mut started = Vec::new();
+        for service in registry.services() {
+            let section = service.name.to_ascii_uppercase();
+            let mut env = Vec::new();
+            // Storage from the in-process config (fresh Postgres databases and S3 prefixes),
+            // or the SQLite default under each process's own data dir.
+            if backend == Backend::PostgresS3 {
+                env.push((
+                    format!("NOEMA__{section}__DATABASE_URL"),
+                    config.database_url(service),
+                ));
+                if let Some(url) = config.object_store_url(service) {
+                    env.push((format!("NOEMA__{section}__OBJECT_STORE_URL"), url));
+                }
+            }
+            for peer in registry.calls(service) {
+                let url = endpoints.get(peer).ok_or_else(|| {
+                    ClusterError::Shape(format!("{} starts before its peer {peer}", service.name))
+                })?;
+                env.push(endpoint_env(peer, url));
+            }
+            let process = start(spec(Role::Service(service.name), env)).await?;
+            let url = format!("http://{}", bound(process.bound.grpc)?);
+            endpoints.insert(service.name.to_owned(), url);
+            started.push(process);
+        }
+        let gateway_env = endpoints
+            .iter()
+            .map(|(name, url)| endpoint_env(name, url))
+            .collect();
+        let gateway = start(spec(Role::Gateway, gateway_env)).await?;
+        let rest_url = format!("http://{}", bound(gateway.bound.http)?);
+        started.push(gateway);
+        let endpoint = |name: &str| endpoints.get(name).cloned().unwrap_or_default();
+        Ok(TestCluster {
+            backend,
+            shape: Shape::Processes,
+            rest_url,
+            ledger_endpoint: endpoint("ledger"),
+            identity_endpoint: endpoint("identity"),
+            endpoints,
+            owner_token,
+            registry,
+            nodes: Vec::new(),
+            processes: started,
+            config,
+            shutdown: CancellationToken::new(),
+            data_dir,
+        })
     }
 }
 

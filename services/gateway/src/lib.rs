@@ -1,6 +1,7 @@
 //! The REST gateway: the seed systems' own paths in front of the gRPC services, plus
 //! health, readiness, metrics and the OpenAPI document.
 
+pub mod clients;
 pub mod error;
 pub mod forward;
 pub mod go_json;
@@ -8,7 +9,9 @@ pub mod openapi;
 pub mod routes;
 pub mod time_format;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -16,77 +19,79 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::routing::MethodRouter;
-use noema_proto::identity::v1::diary_service_client::DiaryServiceClient;
-use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
-use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
-use noema_runtime::client::{ClientOptions, LocalService, TracedChannel, channel, local_channel};
+use noema_runtime::client::{
+    ClientOptions, LocalService, TracedChannel, channel, local_channel, unavailable_channel,
+};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic_health::pb::health_client::HealthClient;
 use tracing::Instrument;
 
+/// A service the gateway fronts.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// Its registry name, e.g. `ledger`.
+    pub name: &'static str,
+    /// Where it is reached over gRPC.
+    pub endpoint: String,
+    /// Its gRPC services, each checked by `/readyz`.
+    pub grpc_services: &'static [&'static str],
+    /// Hosted by this process: called in memory rather than over loopback.
+    pub in_process: bool,
+}
+
 /// Where the gateway finds each service it fronts.
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
-    pub identity_endpoint: String,
-    pub ledger_endpoint: String,
+    pub upstreams: Vec<Upstream>,
     pub request_timeout: Duration,
     pub max_body_bytes: usize,
 }
 
-/// Shared by every handler: one lazily connected client per service.
+/// Shared by every handler: one lazily connected channel per fronted service (the route
+/// modules make their typed clients from it, see [`clients`]).
 #[derive(Clone)]
 pub struct GatewayState {
-    pub identity: IdentityServiceClient<TracedChannel>,
-    /// Signed diaries, served by the identity process.
-    pub diary: DiaryServiceClient<TracedChannel>,
-    pub ledger: LedgerServiceClient<TracedChannel>,
+    channels: Arc<BTreeMap<&'static str, TracedChannel>>,
     /// gRPC health clients, by the service name they check.
     pub health: Vec<(&'static str, HealthClient<TracedChannel>)>,
 }
 
 impl GatewayState {
-    pub fn connect(config: &GatewayConfig) -> Result<Self, noema_runtime::client::ClientError> {
+    /// Channels to every upstream. Those `in_process` are called through `local`, the
+    /// process's own server stack, instead of over loopback; health checks stay on the
+    /// network so readiness still means the gRPC listener answers.
+    pub fn connect(
+        config: &GatewayConfig,
+        local: Option<&LocalService>,
+    ) -> Result<Self, noema_runtime::client::ClientError> {
         let options = client_options(config);
-        let identity_channel = channel("identity", &config.identity_endpoint, options)?;
-        let ledger_channel = channel("ledger", &config.ledger_endpoint, options)?;
+        let mut channels = BTreeMap::new();
+        let mut health = Vec::new();
+        for upstream in &config.upstreams {
+            let network = channel(upstream.name, &upstream.endpoint, options)?;
+            for service in upstream.grpc_services {
+                health.push((*service, HealthClient::new(network.clone())));
+            }
+            let calls = match local {
+                Some(local) if upstream.in_process => local_channel(local.clone(), options),
+                _ => network,
+            };
+            channels.insert(upstream.name, calls);
+        }
         Ok(GatewayState {
-            identity: IdentityServiceClient::new(identity_channel.clone()),
-            diary: DiaryServiceClient::new(identity_channel.clone()),
-            ledger: ledger_client(ledger_channel.clone()),
-            health: vec![
-                (
-                    "noema.identity.v1.IdentityService",
-                    HealthClient::new(identity_channel),
-                ),
-                (
-                    "noema.ledger.v1.LedgerService",
-                    HealthClient::new(ledger_channel),
-                ),
-            ],
+            channels: Arc::new(channels),
+            health,
         })
     }
 
-    /// Calls the services this process hosts (`identity`, `ledger`) in memory through
-    /// `local`, their server stack, instead of over loopback. Health checks stay on the
-    /// network so readiness still means the gRPC listener answers.
-    pub fn in_process(
-        mut self,
-        local: &LocalService,
-        identity: bool,
-        ledger: bool,
-        config: &GatewayConfig,
-    ) -> Self {
-        let options = client_options(config);
-        if identity {
-            let channel = local_channel(local.clone(), options);
-            self.identity = IdentityServiceClient::new(channel.clone());
-            self.diary = DiaryServiceClient::new(channel);
-        }
-        if ledger {
-            self.ledger = ledger_client(local_channel(local.clone(), options));
-        }
-        self
+    /// The channel to the fronted service `name`. A service the gateway was not given an
+    /// upstream for answers every call UNAVAILABLE.
+    pub fn channel(&self, name: &'static str) -> TracedChannel {
+        self.channels
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| unavailable_channel(name))
     }
 }
 
@@ -95,17 +100,6 @@ fn client_options(config: &GatewayConfig) -> ClientOptions {
         request_timeout: config.request_timeout,
         ..ClientOptions::default()
     }
-}
-
-fn ledger_client(channel: TracedChannel) -> LedgerServiceClient<TracedChannel> {
-    LedgerServiceClient::new(channel)
-        .max_decoding_message_size(noema_ledger_message_limit())
-        .max_encoding_message_size(noema_ledger_message_limit())
-}
-
-/// Largest ledger message (a 16 MiB payload and its fields), as the ledger allows.
-const fn noema_ledger_message_limit() -> usize {
-    20 * 1024 * 1024
 }
 
 /// One served route and its documentation.

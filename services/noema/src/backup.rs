@@ -11,8 +11,10 @@
 //! Restore checks the whole manifest first, then copies into a data directory that must be
 //! empty or absent: it never merges into, or overwrites, live data.
 //!
-//! The ledger's object store is either a pack store (`pack://`, the default) or a file store
-//! (`file://`, what earlier versions made). A pack store's backup is a copy of its segment
+//! What is backed up comes from the service registry: every registered service's database
+//! (`databases/<service>.db`) and every object store (in the directory its spec names: the
+//! ledger's is `objects/`). A service's object store is either a pack store (`pack://`, the
+//! default) or a file store (`file://`, what earlier versions made for the ledger). A pack store's backup is a copy of its segment
 //! files: segments only grow, so a copy taken while Noema appends is a valid store whose last
 //! record may be cut short, which the store skips on open (that record is at most an orphan:
 //! the database snapshots were taken first). Restore puts the objects back into the kind of
@@ -29,17 +31,14 @@
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 
-use noema_runtime::NoemaConfig;
+use noema_runtime::{NoemaConfig, Registry};
 use noema_store::{Database, DbOptions};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::role::Role;
-
 pub const MANIFEST: &str = "manifest.json";
 const FORMAT: u32 = 1;
 const DATABASES: &str = "databases";
-const OBJECTS: &str = "objects";
 const OWNER_TOKEN: &str = "owner.token";
 /// The file object store's directory of in-flight writes: never part of a backup.
 const STORE_TMP: &str = "tmp";
@@ -58,11 +57,12 @@ pub enum BackupError {
     )]
     NotEmbedded { setting: String, scheme: String },
     #[error(
-        "the backup holds a {backup} object store but ledger.object_store_url is a {configured} \
-         URL: restore with a configuration whose ledger.object_store_url is a {backup} URL, or \
-         unset (the default)"
+        "the backup holds a {backup} object store but {service}.object_store_url is a \
+         {configured} URL: restore with a configuration whose {service}.object_store_url is a \
+         {backup} URL, or unset (the default)"
     )]
     StoreKindMismatch {
+        service: &'static str,
         backup: StoreKind,
         configured: StoreKind,
     },
@@ -111,7 +111,7 @@ pub struct FileEntry {
     pub sha256: String,
 }
 
-/// Which local object store the ledger's objects are in.
+/// Which kind of local object store a service's objects are in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreKind {
     /// `pack://`: append-only segments.
@@ -130,10 +130,11 @@ impl std::fmt::Display for StoreKind {
 }
 
 impl StoreKind {
-    /// The kind of store a backup's files come from, or `None` if it holds no objects.
-    fn of_backup(manifest: &Manifest) -> Option<StoreKind> {
+    /// The kind of store the backup's files under `backup_dir/` come from, or `None` if it
+    /// holds none there.
+    fn of_backup(manifest: &Manifest, backup_dir: &str) -> Option<StoreKind> {
         manifest.files.iter().find_map(|f| {
-            let relative = f.path.strip_prefix(&format!("{OBJECTS}/"))?;
+            let relative = f.path.strip_prefix(&format!("{backup_dir}/"))?;
             Some(if relative.starts_with(&format!("{STORE_SEGMENTS}/")) {
                 StoreKind::Pack
             } else {
@@ -143,12 +144,49 @@ impl StoreKind {
     }
 }
 
-/// Where the embedded default keeps one service's files, from the configuration.
+/// Where the embedded default keeps its files, from the registry and the configuration.
 struct Layout {
-    databases: Vec<(Role, PathBuf)>,
-    objects: PathBuf,
-    objects_kind: StoreKind,
+    databases: Vec<(&'static str, PathBuf)>,
+    stores: Vec<StoreLayout>,
     owner_token: PathBuf,
+}
+
+/// One service's object store.
+#[derive(Clone)]
+struct StoreLayout {
+    service: &'static str,
+    path: PathBuf,
+    kind: StoreKind,
+    /// Its directory in a backup.
+    backup_dir: &'static str,
+    /// Set by configuration (rather than the embedded default).
+    configured: bool,
+    /// Where the default puts a pack store, and a file store if the service ever had one.
+    default_pack: PathBuf,
+    default_file: Option<PathBuf>,
+}
+
+impl StoreLayout {
+    /// Where objects of a `kind` store go back: where the store is if it is of that kind,
+    /// else where the default puts that kind, unless a store is configured, which must then
+    /// be of that kind.
+    fn restore_path(&self, kind: StoreKind) -> Result<PathBuf, BackupError> {
+        let mismatch = || BackupError::StoreKindMismatch {
+            service: self.service,
+            backup: kind,
+            configured: self.kind,
+        };
+        if kind == self.kind {
+            return Ok(self.path.clone());
+        }
+        if self.configured {
+            return Err(mismatch());
+        }
+        match kind {
+            StoreKind::Pack => Ok(self.default_pack.clone()),
+            StoreKind::File => self.default_file.clone().ok_or_else(mismatch),
+        }
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BackupError + '_ {
@@ -158,38 +196,47 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BackupError + '_ {
     }
 }
 
-fn layout(config: &NoemaConfig) -> Result<Layout, BackupError> {
+fn layout(registry: &Registry, config: &NoemaConfig) -> Result<Layout, BackupError> {
     let mut databases = Vec::new();
-    for role in [Role::Identity, Role::Ledger] {
-        let url = match role {
-            Role::Identity => config.identity_database_url(),
-            _ => config.ledger_database_url(),
-        };
+    let mut stores = Vec::new();
+    for spec in registry.services() {
+        let url = config.database_url(spec);
         let path = url
             .strip_prefix("sqlite://")
             .map(|rest| rest.split('?').next().unwrap_or(rest))
             .filter(|p| !p.is_empty())
             .ok_or_else(|| BackupError::NotEmbedded {
-                setting: format!("{role}.database_url"),
+                setting: format!("{}.database_url", spec.name),
                 scheme: scheme(&url),
             })?;
-        databases.push((role, PathBuf::from(path)));
+        databases.push((spec.name, PathBuf::from(path)));
+        let (Some(store), Some(url)) = (&spec.object_store, config.object_store_url(spec)) else {
+            continue;
+        };
+        let (kind, path) = [("pack://", StoreKind::Pack), ("file://", StoreKind::File)]
+            .into_iter()
+            .find_map(|(prefix, kind)| {
+                let path = url.strip_prefix(prefix).filter(|p| !p.is_empty())?;
+                Some((kind, PathBuf::from(path)))
+            })
+            .ok_or_else(|| BackupError::NotEmbedded {
+                setting: format!("{}.object_store_url", spec.name),
+                scheme: scheme(&url),
+            })?;
+        let data_dir = &config.server.data_dir;
+        stores.push(StoreLayout {
+            service: spec.name,
+            path,
+            kind,
+            backup_dir: store.backup_dir,
+            configured: config.object_store_configured(spec),
+            default_pack: data_dir.join(store.default_dir),
+            default_file: store.legacy_file_dir.map(|dir| data_dir.join(dir)),
+        });
     }
-    let url = config.ledger_object_store_url();
-    let (objects_kind, objects) = [("pack://", StoreKind::Pack), ("file://", StoreKind::File)]
-        .into_iter()
-        .find_map(|(prefix, kind)| {
-            let path = url.strip_prefix(prefix).filter(|p| !p.is_empty())?;
-            Some((kind, PathBuf::from(path)))
-        })
-        .ok_or_else(|| BackupError::NotEmbedded {
-            setting: "ledger.object_store_url".into(),
-            scheme: scheme(&url),
-        })?;
     Ok(Layout {
         databases,
-        objects,
-        objects_kind,
+        stores,
         owner_token: config.owner_token_path(),
     })
 }
@@ -269,9 +316,9 @@ fn write_hashed(data: &[u8], to: &Path, mode: u32, name: &str) -> Result<FileEnt
     })
 }
 
-/// Copies the file object store rooted at `store` into `out/objects/`, each content type kept
+/// Copies the file object store rooted at `store` into `out/<dir>/`, each content type kept
 /// in an object file's attribute as a `meta/<key>` file (see the module documentation).
-fn copy_object_store(store: &Path, out: &Path) -> Result<Vec<FileEntry>, BackupError> {
+fn copy_object_store(store: &Path, out: &Path, dir: &str) -> Result<Vec<FileEntry>, BackupError> {
     let mut copied = Vec::new();
     let files = walk(store)?;
     let object_prefix = format!("{STORE_OBJECTS}/");
@@ -286,7 +333,7 @@ fn copy_object_store(store: &Path, out: &Path) -> Result<Vec<FileEntry>, BackupE
         let input = std::fs::File::open(&from).map_err(io_err(&from))?;
         let content_type =
             noema_store::object::file::read_content_type_xattr(&input).map_err(io_err(&from))?;
-        let name = format!("{OBJECTS}/{relative}");
+        let name = format!("{dir}/{relative}");
         copied.push(copy_open_hashed(
             input,
             &from,
@@ -304,7 +351,7 @@ fn copy_object_store(store: &Path, out: &Path) -> Result<Vec<FileEntry>, BackupE
         if content_types.contains_key(relative.as_str()) {
             continue; // overridden by the object's attribute: written below
         }
-        let name = format!("{OBJECTS}/{relative}");
+        let name = format!("{dir}/{relative}");
         copied.push(copy_hashed(
             &store.join(relative),
             &out.join(&name),
@@ -313,7 +360,7 @@ fn copy_object_store(store: &Path, out: &Path) -> Result<Vec<FileEntry>, BackupE
         )?);
     }
     for (relative, content_type) in content_types {
-        let name = format!("{OBJECTS}/{relative}");
+        let name = format!("{dir}/{relative}");
         copied.push(write_hashed(
             content_type.as_bytes(),
             &out.join(&name),
@@ -324,14 +371,14 @@ fn copy_object_store(store: &Path, out: &Path) -> Result<Vec<FileEntry>, BackupE
     Ok(copied)
 }
 
-/// Copies the segments of the pack store rooted at `store` into `out/objects/segments/`.
-fn copy_pack_store(store: &Path, out: &Path) -> Result<Vec<FileEntry>, BackupError> {
+/// Copies the segments of the pack store rooted at `store` into `out/<dir>/segments/`.
+fn copy_pack_store(store: &Path, out: &Path, dir: &str) -> Result<Vec<FileEntry>, BackupError> {
     let segments = format!("{STORE_SEGMENTS}/");
     walk(store)?
         .into_iter()
         .filter(|relative| relative.starts_with(&segments))
         .map(|relative| {
-            let name = format!("{OBJECTS}/{relative}");
+            let name = format!("{dir}/{relative}");
             copy_hashed(&store.join(&relative), &out.join(&name), 0o600, &name)
         })
         .collect()
@@ -426,9 +473,13 @@ fn fsync_directories_above<'a>(
 
 /// Writes a backup of the embedded default described by `config` into `out` (new or
 /// empty), while Noema may be running. Returns the manifest written.
-pub async fn backup(config: &NoemaConfig, out: &Path) -> Result<Manifest, BackupError> {
+pub async fn backup(
+    registry: &Registry,
+    config: &NoemaConfig,
+    out: &Path,
+) -> Result<Manifest, BackupError> {
     use std::os::unix::fs::DirBuilderExt as _;
-    let layout = layout(config)?;
+    let layout = layout(registry, config)?;
     for (_, path) in &layout.databases {
         if !path.is_file() {
             return Err(BackupError::NoDatabase(path.clone()));
@@ -448,8 +499,8 @@ pub async fn backup(config: &NoemaConfig, out: &Path) -> Result<Manifest, Backup
         .map_or(0, |d| d.as_secs());
 
     let mut files = Vec::new();
-    for (role, path) in &layout.databases {
-        let service = role.name();
+    for (service, path) in &layout.databases {
+        let service = *service;
         let name = format!("{DATABASES}/{service}.db");
         let dest = out.join(&name);
         let url = format!("sqlite://{}", path.display());
@@ -470,17 +521,19 @@ pub async fn backup(config: &NoemaConfig, out: &Path) -> Result<Manifest, Backup
             sha256,
         });
     }
-    let (objects, objects_kind, token, out_dir) = (
-        layout.objects.clone(),
-        layout.objects_kind,
+    let (stores, token, out_dir) = (
+        layout.stores.clone(),
         layout.owner_token.clone(),
         out.to_path_buf(),
     );
     let mut copied = blocking(move || {
-        let mut copied = match objects_kind {
-            StoreKind::Pack => copy_pack_store(&objects, &out_dir)?,
-            StoreKind::File => copy_object_store(&objects, &out_dir)?,
-        };
+        let mut copied = Vec::new();
+        for store in &stores {
+            copied.extend(match store.kind {
+                StoreKind::Pack => copy_pack_store(&store.path, &out_dir, store.backup_dir)?,
+                StoreKind::File => copy_object_store(&store.path, &out_dir, store.backup_dir)?,
+            });
+        }
         if token.is_file() {
             copied.push(copy_hashed(
                 &token,
@@ -576,34 +629,32 @@ pub fn verify(from: &Path) -> Result<Manifest, BackupError> {
 /// Restores the backup in `from` into the embedded default described by `config`, whose
 /// data directory must be empty or absent. Everything is verified before anything is
 /// written.
-pub async fn restore(config: &NoemaConfig, from: &Path) -> Result<Manifest, BackupError> {
-    let layout = layout(config)?;
+pub async fn restore(
+    registry: &Registry,
+    config: &NoemaConfig,
+    from: &Path,
+) -> Result<Manifest, BackupError> {
+    let layout = layout(registry, config)?;
     let data_dir = config.server.data_dir.clone();
-    let configured_store = !config.ledger.object_store_url.is_empty();
     let from = from.to_path_buf();
     blocking(move || {
         let manifest = verify(&from)?;
-        // Objects go back into the kind of store they came from: where the default puts that
-        // kind, unless a store is configured, which must then be of that kind.
-        let objects = match StoreKind::of_backup(&manifest) {
-            None => layout.objects.clone(),
-            Some(kind) if kind == layout.objects_kind => layout.objects.clone(),
-            Some(kind) if !configured_store => data_dir.join(match kind {
-                StoreKind::Pack => noema_runtime::config::PACKS_DIR,
-                StoreKind::File => noema_runtime::config::LEGACY_OBJECTS_DIR,
-            }),
-            Some(kind) => {
-                return Err(BackupError::StoreKindMismatch {
-                    backup: kind,
-                    configured: layout.objects_kind,
-                });
-            }
-        };
-        for target in layout.databases.iter().map(|(_, p)| p).chain([
-            &objects,
-            &layout.owner_token,
-            &data_dir,
-        ]) {
+        // Each service's objects go back into the kind of store they came from.
+        let mut objects: Vec<(&'static str, PathBuf)> = Vec::new();
+        for store in &layout.stores {
+            let path = match StoreKind::of_backup(&manifest, store.backup_dir) {
+                None => store.path.clone(),
+                Some(kind) => store.restore_path(kind)?,
+            };
+            objects.push((store.backup_dir, path));
+        }
+        for target in layout
+            .databases
+            .iter()
+            .map(|(_, p)| p)
+            .chain(objects.iter().map(|(_, p)| p))
+            .chain([&layout.owner_token, &data_dir])
+        {
             let occupied = if target.is_dir() {
                 !is_empty_dir(target)?
             } else {
@@ -622,7 +673,7 @@ pub async fn restore(config: &NoemaConfig, from: &Path) -> Result<Manifest, Back
                 .strip_prefix(&format!("{DATABASES}/"))
                 .and_then(|n| n.strip_suffix(".db"))
             {
-                match layout.databases.iter().find(|(r, _)| r.name() == service) {
+                match layout.databases.iter().find(|(name, _)| *name == service) {
                     Some((_, path)) => path.clone(),
                     None => {
                         return Err(BackupError::Damaged {
@@ -631,8 +682,11 @@ pub async fn restore(config: &NoemaConfig, from: &Path) -> Result<Manifest, Back
                         });
                     }
                 }
-            } else if let Some(relative) = entry.path.strip_prefix(&format!("{OBJECTS}/")) {
-                objects.join(relative)
+            } else if let Some((dir, relative)) = objects.iter().find_map(|(dir, path)| {
+                let relative = entry.path.strip_prefix(&format!("{dir}/"))?;
+                Some((path, relative))
+            }) {
+                dir.join(relative)
             } else if entry.path == OWNER_TOKEN {
                 layout.owner_token.clone()
             } else {

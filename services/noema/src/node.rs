@@ -1,14 +1,16 @@
 //! Starts a set of roles in this process from one configuration. `noema up`, `noema
 //! serve` and the test clusters all go through here, so every shape runs the same code.
+//! Which services exist, what they need and how they are built comes from the [`Registry`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use noema_runtime::auth::{AuthLayer, RemoteAuthenticator};
+use noema_runtime::auth::{AuthLayer, Authenticator, RemoteAuthenticator};
 use noema_runtime::client::{ClientOptions, channel};
-use noema_runtime::{GrpcServer, NoemaConfig};
+use noema_runtime::registry::{ServiceContext, ServiceSpec, TokenAuthority};
+use noema_runtime::{GrpcServer, NoemaConfig, Registry};
 use noema_store::{Database, DbOptions, ObjectStore};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -43,6 +45,10 @@ pub enum NodeError {
         service: &'static str,
         reason: String,
     },
+    #[error("{0} is not a registered service")]
+    UnknownService(String),
+    #[error("no registered service checks tokens (a token authority such as identity)")]
+    NoTokenAuthority,
     #[error("endpoints.{service} must be set when this process does not run the {service} service")]
     MissingEndpoint { service: &'static str },
     #[error(transparent)]
@@ -73,60 +79,67 @@ pub struct Node {
 }
 
 impl Node {
-    /// Starts `roles` and returns once every listener is bound and every service built.
-    /// Cancel `shutdown` to stop; then [`Node::wait`] returns after draining.
+    /// Starts `roles` (of `registry`) and returns once every listener is bound and every
+    /// service built. Cancel `shutdown` to stop; then [`Node::wait`] returns after draining.
     pub async fn start(
+        registry: &Registry,
         config: &NoemaConfig,
         roles: &[Role],
         shutdown: CancellationToken,
     ) -> Result<Node, NodeError> {
         let roles: BTreeSet<Role> = roles.iter().copied().collect();
+        for role in &roles {
+            if let Role::Service(name) = role
+                && registry.get(name).is_none()
+            {
+                return Err(NodeError::UnknownService((*name).to_owned()));
+            }
+        }
+        // In start order, so that a service's peers are built before it.
+        let hosted: Vec<&ServiceSpec> = registry
+            .services()
+            .filter(|spec| roles.contains(&Role::Service(spec.name)))
+            .collect();
+        let hosts = |name: &str| hosted.iter().any(|spec| spec.name == name);
         let grace = Duration::from_secs(config.server.shutdown_grace_secs);
+        let cache_ttl = Duration::from_secs(config.auth.cache_ttl_secs);
         let mut tasks = JoinSet::new();
 
-        let grpc_roles: Vec<Role> = roles
-            .iter()
-            .copied()
-            .filter(|r| r.is_grpc_service())
-            .collect();
         let mut grpc_addr = None;
         let mut created_owner_token = None;
         let mut local_service = None;
-        if !grpc_roles.is_empty() {
+        if !hosted.is_empty() {
             let addr = config.grpc_addr()?;
             let listener = bind("server.grpc_addr", addr).await?;
             grpc_addr = listener.local_addr().ok();
             let own = grpc_addr.map(|a| format!("http://{a}"));
+            let endpoint_of =
+                |name: &'static str| endpoint(config, name, hosts(name), own.as_deref());
 
             let mut storages = Vec::new();
-            for role in &grpc_roles {
-                storages.push((*role, Box::pin(open_storage(*role, config)).await?));
+            for spec in &hosted {
+                storages.push((*spec, Box::pin(open_storage(spec, config)).await?));
             }
-            let identity_db = storages
-                .iter()
-                .find(|(role, _)| *role == Role::Identity)
-                .map(|(_, storage)| storage.db.clone());
-            let authenticator = match &identity_db {
-                Some(db) => {
-                    created_owner_token = bootstrap_owner(db, config).await?;
-                    noema_identity::local_authenticator(
-                        db.clone(),
-                        Duration::from_secs(config.auth.cache_ttl_secs),
-                    )
+            let authenticator: Arc<dyn Authenticator> = match registry.token_authority() {
+                Some((spec, authority)) if hosts(spec.name) => {
+                    let db = storages
+                        .iter()
+                        .find(|(hosted, _)| hosted.name == spec.name)
+                        .map(|(_, storage)| storage.db.clone())
+                        .ok_or(NodeError::NoTokenAuthority)?;
+                    created_owner_token =
+                        bootstrap_owner(spec.name, authority, &db, config).await?;
+                    authority.local_authenticator(db, cache_ttl)
                 }
-                None => {
-                    let endpoint = endpoint(
-                        &config.endpoints.identity,
-                        &roles,
-                        Role::Identity,
-                        own.as_deref(),
+                Some((spec, _)) => {
+                    let channel = channel(
+                        spec.name,
+                        &endpoint_of(spec.name)?,
+                        ClientOptions::default(),
                     )?;
-                    let channel = channel("identity", &endpoint, ClientOptions::default())?;
-                    Arc::new(RemoteAuthenticator::new(
-                        channel,
-                        Duration::from_secs(config.auth.cache_ttl_secs),
-                    ))
+                    Arc::new(RemoteAuthenticator::new(channel, cache_ttl))
                 }
+                None => return Err(NodeError::NoTokenAuthority),
             };
             if !config.auth.anonymous_scopes.is_empty() {
                 tracing::warn!(
@@ -139,25 +152,31 @@ impl Node {
                 authenticator,
                 config.auth.anonymous_scopes.clone(),
             ));
-            let peers = Peers {
-                identity: endpoint(
-                    &config.endpoints.identity,
-                    &roles,
-                    Role::Identity,
-                    own.as_deref(),
-                )?,
-                key_cache_ttl: Duration::from_secs(config.auth.cache_ttl_secs),
-            };
             let mut readiness = Vec::new();
-            for (role, storage) in storages {
-                readiness.push(Box::pin(add_service(&mut server, role, storage, &peers)).await?);
+            for (spec, storage) in storages {
+                let mut peers = BTreeMap::new();
+                for peer in spec.peers {
+                    let channel = channel(peer, &endpoint_of(peer)?, ClientOptions::default())?;
+                    peers.insert(*peer, channel);
+                }
+                let context = ServiceContext {
+                    name: spec.name,
+                    db: storage.db.clone(),
+                    objects: storage.objects.clone(),
+                    peers,
+                    cache_ttl,
+                    options: config.options(spec),
+                };
+                Box::pin(add_service(&mut server, spec, context)).await?;
+                readiness.push((spec, storage));
             }
             let health = server.health();
             let interval = Duration::from_millis(config.server.readiness_interval_ms);
-            for (name, probe) in readiness {
+            for (spec, storage) in readiness {
                 tasks.spawn(watch_readiness(
-                    name,
-                    probe,
+                    spec.name,
+                    spec.grpc_services,
+                    storage,
                     interval,
                     health.clone(),
                     shutdown.clone(),
@@ -190,33 +209,24 @@ impl Node {
         let mut http_addr = None;
         if roles.contains(&Role::Gateway) {
             let own = grpc_addr.map(|a| format!("http://{a}"));
+            let mut upstreams = Vec::new();
+            for spec in registry.services() {
+                upstreams.push(noema_gateway::Upstream {
+                    name: spec.name,
+                    endpoint: endpoint(config, spec.name, hosts(spec.name), own.as_deref())?,
+                    grpc_services: spec.grpc_services,
+                    // Only services this process serves, and only where no endpoint was set
+                    // explicitly (an operator's endpoint wins).
+                    in_process: hosts(spec.name) && config.endpoint(spec.name).is_none(),
+                });
+            }
             let gateway_config = noema_gateway::GatewayConfig {
-                identity_endpoint: endpoint(
-                    &config.endpoints.identity,
-                    &roles,
-                    Role::Identity,
-                    own.as_deref(),
-                )?,
-                ledger_endpoint: endpoint(
-                    &config.endpoints.ledger,
-                    &roles,
-                    Role::Ledger,
-                    own.as_deref(),
-                )?,
+                upstreams,
                 request_timeout: Duration::from_secs(config.gateway.request_timeout_secs),
                 max_body_bytes: config.gateway.max_body_bytes,
             };
-            let mut state = noema_gateway::GatewayState::connect(&gateway_config)?;
-            if let Some(local) = &local_service {
-                // Only services this process serves, and only where no endpoint was set
-                // explicitly (an operator's endpoint wins).
-                state = state.in_process(
-                    local,
-                    roles.contains(&Role::Identity) && config.endpoints.identity.is_empty(),
-                    roles.contains(&Role::Ledger) && config.endpoints.ledger.is_empty(),
-                    &gateway_config,
-                );
-            }
+            let state =
+                noema_gateway::GatewayState::connect(&gateway_config, local_service.as_ref())?;
             let router = noema_gateway::router(state, &gateway_config);
             let listener = bind("server.http_addr", config.http_addr()?).await?;
             http_addr = listener.local_addr().ok();
@@ -279,29 +289,27 @@ async fn bind(setting: &'static str, addr: SocketAddr) -> Result<TcpListener, No
 
 /// The configured endpoint of `service`, or this process's own gRPC address when it hosts it.
 fn endpoint(
-    configured: &str,
-    roles: &BTreeSet<Role>,
-    service: Role,
+    config: &NoemaConfig,
+    service: &'static str,
+    hosted_here: bool,
     own: Option<&str>,
 ) -> Result<String, NodeError> {
-    if !configured.is_empty() {
+    if let Some(configured) = config.endpoint(service) {
         return Ok(configured.to_owned());
     }
     match own {
-        Some(own) if roles.contains(&service) => Ok(own.to_owned()),
-        _ => Err(NodeError::MissingEndpoint {
-            service: service.name(),
-        }),
+        Some(own) if hosted_here => Ok(own.to_owned()),
+        _ => Err(NodeError::MissingEndpoint { service }),
     }
 }
 
-/// What a service's readiness depends on.
-struct ReadinessProbe {
+/// A service's opened and migrated storage; its readiness depends on both.
+struct Storage {
     db: Database,
     objects: Option<Arc<dyn ObjectStore>>,
 }
 
-impl ReadinessProbe {
+impl Storage {
     async fn ready(&self) -> bool {
         let db_ok = self.db.ping().await.is_ok();
         let objects_ok = match &self.objects {
@@ -312,48 +320,14 @@ impl ReadinessProbe {
     }
 }
 
-/// A gRPC role's opened and migrated storage.
-struct Storage {
-    db: Database,
-    objects: Option<Arc<dyn ObjectStore>>,
-}
-
-/// Where a role's settings live and what its schema is.
-struct StorageSpec {
-    section: &'static str,
-    database_url: String,
-    max_connections: u32,
-    migrations: &'static noema_store::Migrations,
-    object_store_url: Option<String>,
-}
-
-fn storage_spec(role: Role, config: &NoemaConfig) -> Option<StorageSpec> {
-    match role {
-        Role::Identity => Some(StorageSpec {
-            section: "identity",
-            database_url: config.identity_database_url(),
-            max_connections: config.identity.max_connections,
-            migrations: &noema_identity::MIGRATIONS,
-            object_store_url: None,
-        }),
-        Role::Ledger => Some(StorageSpec {
-            section: "ledger",
-            database_url: config.ledger_database_url(),
-            max_connections: config.ledger.max_connections,
-            migrations: &noema_ledger::MIGRATIONS,
-            object_store_url: Some(config.ledger_object_store_url()),
-        }),
-        Role::Gateway => None,
-    }
-}
-
-async fn open_database(spec: &StorageSpec) -> Result<Database, NodeError> {
-    let setting = format!("{}.database_url", spec.section);
+/// Connects to `spec`'s database and applies its migrations.
+async fn open_database(spec: &ServiceSpec, config: &NoemaConfig) -> Result<Database, NodeError> {
+    let setting = format!("{}.database_url", spec.name);
     let options = DbOptions {
-        max_connections: spec.max_connections,
+        max_connections: config.max_connections(spec),
         ..DbOptions::default()
     };
-    let db = Database::connect_with(&spec.database_url, &options)
+    let db = Database::connect_with(&config.database_url(spec), &options)
         .await
         .map_err(|source| NodeError::Database {
             setting: setting.clone(),
@@ -365,22 +339,18 @@ async fn open_database(spec: &StorageSpec) -> Result<Database, NodeError> {
     Ok(db)
 }
 
-/// Opens and migrates `role`'s database and opens its object store.
-async fn open_storage(role: Role, config: &NoemaConfig) -> Result<Storage, NodeError> {
-    let spec = storage_spec(role, config).ok_or(NodeError::Service {
-        service: role.name(),
-        reason: "it is not a gRPC service".into(),
-    })?;
-    let db = open_database(&spec).await?;
-    let objects = match &spec.object_store_url {
+/// Opens and migrates `spec`'s database and opens its object store.
+async fn open_storage(spec: &ServiceSpec, config: &NoemaConfig) -> Result<Storage, NodeError> {
+    let db = open_database(spec, config).await?;
+    let objects = match config.object_store_url(spec) {
         Some(url) => Some(crate::instrumented::InstrumentedObjectStore::wrap(
-            noema_store::object::open(url)
+            noema_store::object::open(&url)
                 .await
                 .map_err(|source| NodeError::ObjectStore {
-                    setting: format!("{}.object_store_url", spec.section),
+                    setting: format!("{}.object_store_url", spec.name),
                     source,
                 })?,
-            spec.section,
+            spec.name,
         )),
         None => None,
     };
@@ -394,71 +364,43 @@ fn service_error(service: &'static str, err: &dyn std::error::Error) -> NodeErro
     }
 }
 
-/// How a service reaches the services it calls.
-struct Peers {
-    identity: String,
-    key_cache_ttl: Duration,
-}
-
-/// Hosts `role`'s gRPC service on `server` over its storage.
+/// Builds `spec`'s services from `context` and hosts them on `server`. What it builds must
+/// be what its spec declares, since health, readiness and reflection go by the spec.
 async fn add_service(
     server: &mut GrpcServer,
-    role: Role,
-    storage: Storage,
-    peers: &Peers,
-) -> Result<(&'static str, ReadinessProbe), NodeError> {
-    let name = match role {
-        Role::Identity => {
-            let service = noema_identity::service(storage.db.clone())
-                .await
-                .map_err(|e| service_error("identity", &e))?;
-            server.add_service(service);
-            server.add_service(noema_identity::diary_service(storage.db.clone()));
-            noema_identity::SERVICE_NAME
-        }
-        Role::Ledger => {
-            let objects = storage.objects.clone().ok_or(NodeError::Service {
-                service: "ledger",
-                reason: "no object store configured".into(),
-            })?;
-            let deps = noema_ledger::Dependencies {
-                objects,
-                identity: channel("identity", &peers.identity, ClientOptions::default())?,
-                key_cache_ttl: peers.key_cache_ttl,
-            };
-            let service = noema_ledger::service(storage.db.clone(), deps)
-                .await
-                .map_err(|e| service_error("ledger", &e))?;
-            server.add_service(service);
-            noema_ledger::SERVICE_NAME
-        }
-        Role::Gateway => {
-            return Err(NodeError::Service {
-                service: "gateway",
-                reason: "the gateway is not a gRPC service".into(),
-            });
-        }
-    };
-    Ok((
-        name,
-        ReadinessProbe {
-            db: storage.db,
-            objects: storage.objects,
-        },
-    ))
+    spec: &ServiceSpec,
+    context: ServiceContext,
+) -> Result<(), NodeError> {
+    let hosted = (spec.build)(context)
+        .await
+        .map_err(|e| service_error(spec.name, &e))?;
+    let built: BTreeSet<&str> = hosted.names().iter().copied().collect();
+    let declared: BTreeSet<&str> = spec.grpc_services.iter().copied().collect();
+    if built != declared {
+        return Err(NodeError::Service {
+            service: spec.name,
+            reason: format!("it built {built:?} but its spec declares {declared:?}"),
+        });
+    }
+    server.add_descriptors(spec.descriptors);
+    hosted.add_to(server);
+    Ok(())
 }
 
 /// Makes sure an owner token exists: `auth.owner_token_sha256` when configured (split
 /// shape, from a secret), else `<data_dir>/owner.token`, created with mode 0600 on first
 /// start. Returns the token when this call created it, so it can be shown once.
-async fn bootstrap_owner(db: &Database, config: &NoemaConfig) -> Result<Option<String>, NodeError> {
+async fn bootstrap_owner(
+    service: &'static str,
+    authority: &dyn TokenAuthority,
+    db: &Database,
+    config: &NoemaConfig,
+) -> Result<Option<String>, NodeError> {
     let configured = &config.auth.owner_token_sha256;
     let (sha256, created) = if configured.is_empty() {
         let path = config.owner_token_path();
         match tokio::fs::read_to_string(&path).await {
-            Ok(text) if !text.trim().is_empty() => {
-                (noema_identity::token_sha256(text.trim()), None)
-            }
+            Ok(text) if !text.trim().is_empty() => (authority.token_sha256(text.trim()), None),
             Ok(_) => {
                 return Err(NodeError::OwnerToken {
                     path,
@@ -466,10 +408,11 @@ async fn bootstrap_owner(db: &Database, config: &NoemaConfig) -> Result<Option<S
                 });
             }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                let secret =
-                    noema_identity::generate_secret().map_err(|e| service_error("identity", &e))?;
+                let secret = authority
+                    .new_secret()
+                    .map_err(|e| service_error(service, &e))?;
                 write_secret_file(&path, &secret).await?;
-                (noema_identity::token_sha256(&secret), Some(secret))
+                (authority.token_sha256(&secret), Some(secret))
             }
             Err(err) => {
                 return Err(NodeError::OwnerToken {
@@ -481,9 +424,10 @@ async fn bootstrap_owner(db: &Database, config: &NoemaConfig) -> Result<Option<S
     } else {
         (configured.clone(), None)
     };
-    noema_identity::ensure_owner_token(db.clone(), &sha256)
+    authority
+        .ensure_owner(db, &sha256)
         .await
-        .map_err(|e| service_error("identity", &e))?;
+        .map_err(|e| service_error(service, &e))?;
     Ok(created)
 }
 
@@ -516,26 +460,26 @@ async fn write_secret_file(path: &std::path::Path, secret: &str) -> Result<(), N
     })
 }
 
-/// Reports the service NOT_SERVING while its storage is unreachable, SERVING when it is back.
-/// Publishes the pool's connection counts, labelled with the service's short name
-/// (`noema.ledger.v1.LedgerService` → `ledger`).
+/// Publishes the pool's connection counts, labelled with the service's name.
 fn record_pool(service: &str, db: &Database) {
-    let short = service.split('.').nth(1).unwrap_or(service);
     let (open, idle) = db.pool_stats();
     if let Some(m) = noema_runtime::metrics::global() {
         let idle = i64::try_from(idle).unwrap_or(i64::MAX);
         m.db_pool_connections
-            .with_label_values(&[short, "idle"])
+            .with_label_values(&[service, "idle"])
             .set(idle);
         m.db_pool_connections
-            .with_label_values(&[short, "in_use"])
+            .with_label_values(&[service, "in_use"])
             .set(i64::from(open).saturating_sub(idle));
     }
 }
 
+/// Reports every gRPC service of `service` NOT_SERVING while its storage is unreachable,
+/// SERVING when it is back.
 async fn watch_readiness(
-    name: &'static str,
-    probe: ReadinessProbe,
+    service: &'static str,
+    grpc_services: &'static [&'static str],
+    storage: Storage,
     interval: Duration,
     health: HealthReporter,
     shutdown: CancellationToken,
@@ -546,31 +490,37 @@ async fn watch_readiness(
             () = shutdown.cancelled() => return Ok(()),
             () = tokio::time::sleep(interval) => {}
         }
-        record_pool(name, &probe.db);
-        let ready = probe.ready().await;
+        record_pool(service, &storage.db);
+        let ready = storage.ready().await;
         if ready != was_ready && !shutdown.is_cancelled() {
             let status = if ready {
                 ServingStatus::Serving
             } else {
                 ServingStatus::NotServing
             };
-            tracing::warn!(service = name, ready, "readiness changed");
-            health.set_service_status(name, status).await;
+            tracing::warn!(service, ready, "readiness changed");
+            for name in grpc_services {
+                health.set_service_status(*name, status).await;
+            }
             was_ready = ready;
         }
     }
 }
 
 /// Applies `role`'s migrations and returns its backend, or `None` for a role without a
-/// database. Concurrent runs are safe (Postgres advisory lock).
+/// database (the gateway). Concurrent runs are safe (Postgres advisory lock).
 pub async fn migrate(
+    registry: &Registry,
     config: &NoemaConfig,
     role: Role,
 ) -> Result<Option<noema_store::Backend>, NodeError> {
-    let Some(spec) = storage_spec(role, config) else {
+    let Role::Service(name) = role else {
         return Ok(None);
     };
-    let db = open_database(&spec).await?;
+    let spec = registry
+        .get(name)
+        .ok_or_else(|| NodeError::UnknownService(name.to_owned()))?;
+    let db = open_database(spec, config).await?;
     let backend = db.backend();
     db.close().await;
     Ok(Some(backend))

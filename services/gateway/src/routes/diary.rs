@@ -271,8 +271,7 @@ async fn create_diary(
         .unwrap_or_default()
         .to_owned();
     let d = s
-        .diary
-        .clone()
+        .diary()
         .create_diary(grpc(
             &headers,
             pb::CreateDiaryRequest {
@@ -289,8 +288,7 @@ async fn create_diary(
 
 async fn list_diaries(State(s): State<GatewayState>, headers: HeaderMap) -> Reply {
     let list = s
-        .diary
-        .clone()
+        .diary()
         .list_diaries(grpc(&headers, pb::ListDiariesRequest {}))
         .await
         .map_err(problem)?
@@ -305,8 +303,7 @@ async fn get_diary(
     Path(id): Path<String>,
 ) -> Reply {
     let d = s
-        .diary
-        .clone()
+        .diary()
         .get_diary(grpc(&headers, pb::GetDiaryRequest { id }))
         .await
         .map_err(problem)?
@@ -322,8 +319,7 @@ async fn update_diary(
 ) -> Reply {
     let body: DiaryBody = json_body(&body, ErrorStyle::MoltNet)?;
     let d = s
-        .diary
-        .clone()
+        .diary()
         .update_diary(grpc(
             &headers,
             pb::UpdateDiaryRequest {
@@ -343,8 +339,7 @@ async fn delete_diary(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Reply {
-    s.diary
-        .clone()
+    s.diary()
         .delete_diary(grpc(&headers, pb::DeleteDiaryRequest { id }))
         .await
         .map_err(problem)?;
@@ -368,8 +363,7 @@ async fn share_diary(
 ) -> CreatedReply {
     let body: ShareBody = json_body(&body, ErrorStyle::MoltNet)?;
     let share = s
-        .diary
-        .clone()
+        .diary()
         .share_diary(grpc(
             &headers,
             pb::ShareDiaryRequest {
@@ -390,8 +384,7 @@ async fn list_shares(
     Path(diary_id): Path<String>,
 ) -> Reply {
     let list = s
-        .diary
-        .clone()
+        .diary()
         .list_shares(grpc(&headers, pb::ListSharesRequest { diary_id }))
         .await
         .map_err(problem)?
@@ -402,8 +395,7 @@ async fn list_shares(
 
 async fn respond(s: GatewayState, headers: HeaderMap, diary_id: String, accept: bool) -> Reply {
     let share = s
-        .diary
-        .clone()
+        .diary()
         .respond_to_share(grpc(
             &headers,
             pb::RespondToShareRequest { diary_id, accept },
@@ -436,8 +428,7 @@ async fn revoke_share(
     Path((diary_id, agent_id)): Path<(String, String)>,
 ) -> Reply {
     let share = s
-        .diary
-        .clone()
+        .diary()
         .revoke_share(grpc(
             &headers,
             pb::RevokeShareRequest { diary_id, agent_id },
@@ -477,8 +468,7 @@ async fn create_entry(
 ) -> CreatedReply {
     let body: CreateEntryBody = json_body(&body, ErrorStyle::MoltNet)?;
     let e = s
-        .diary
-        .clone()
+        .diary()
         .create_entry(grpc(
             &headers,
             pb::CreateEntryRequest {
@@ -506,8 +496,7 @@ async fn list_entries(
 ) -> Reply {
     let q = query_pairs(raw.as_deref());
     let list = s
-        .diary
-        .clone()
+        .diary()
         .list_entries(grpc(
             &headers,
             pb::ListEntriesRequest {
@@ -564,8 +553,7 @@ async fn list_tags(
 ) -> Reply {
     let q = query_pairs(raw.as_deref());
     let list = s
-        .diary
-        .clone()
+        .diary()
         .list_diary_tags(grpc(
             &headers,
             pb::ListDiaryTagsRequest {
@@ -619,8 +607,7 @@ async fn get_entry(
     let expand = one(&q, "expand").unwrap_or_default();
     let depth = depth_param(&q);
     let e = s
-        .diary
-        .clone()
+        .diary()
         .get_entry(grpc(
             &headers,
             pb::GetEntryRequest {
@@ -635,8 +622,7 @@ async fn get_entry(
     let mut body = entry_body(&e);
     if expand == "relations" {
         let walk = s
-            .diary
-            .clone()
+            .diary()
             .walk_relations(grpc(
                 &headers,
                 pb::WalkRelationsRequest {
@@ -690,8 +676,7 @@ async fn update_entry(
 ) -> Reply {
     let body: UpdateEntryBody = json_body(&body, ErrorStyle::MoltNet)?;
     let e = s
-        .diary
-        .clone()
+        .diary()
         .update_entry(grpc(
             &headers,
             pb::UpdateEntryRequest {
@@ -717,8 +702,7 @@ async fn delete_entry(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Reply {
-    s.diary
-        .clone()
+    s.diary()
         .delete_entry(grpc(&headers, pb::DeleteEntryRequest { id }))
         .await
         .map_err(problem)?;
@@ -756,8 +740,7 @@ async fn delete_entries(State(s): State<GatewayState>, headers: HeaderMap, body:
         }
     };
     let reply = s
-        .diary
-        .clone()
+        .diary()
         .delete_entries(grpc(&headers, pb::DeleteEntriesRequest { ids }))
         .await
         .map_err(problem)?
@@ -773,8 +756,7 @@ async fn verify_entry(
     Path(id): Path<String>,
 ) -> Reply {
     let v = s
-        .diary
-        .clone()
+        .diary()
         .verify_entry(grpc(&headers, pb::VerifyEntryRequest { id }))
         .await
         .map_err(problem)?
@@ -814,8 +796,7 @@ struct SearchBody {
 async fn search(State(s): State<GatewayState>, headers: HeaderMap, body: Bytes) -> Reply {
     let body: SearchBody = json_body(&body, ErrorStyle::MoltNet)?;
     let found = s
-        .diary
-        .clone()
+        .diary()
         .search_entries(grpc(
             &headers,
             pb::SearchEntriesRequest {
@@ -857,8 +838,7 @@ async fn create_relation(
 ) -> CreatedReply {
     let body: RelationBody = json_body(&body, ErrorStyle::MoltNet)?;
     let created = s
-        .diary
-        .clone()
+        .diary()
         .create_relation(grpc(
             &headers,
             pb::CreateRelationRequest {
@@ -891,8 +871,7 @@ async fn list_relations(
         // MoltNet's depth > 1: the undirected walk, status filter only (relation,
         // direction, limit and offset ignored), every edge at once without depth fields.
         let walk = s
-            .diary
-            .clone()
+            .diary()
             .walk_relations(grpc(
                 &headers,
                 pb::WalkRelationsRequest {
@@ -918,8 +897,7 @@ async fn list_relations(
         })));
     }
     let list = s
-        .diary
-        .clone()
+        .diary()
         .list_relations(grpc(
             &headers,
             pb::ListRelationsRequest {
@@ -957,8 +935,7 @@ async fn update_relation(
 ) -> Reply {
     let body: RelationStatusBody = json_body(&body, ErrorStyle::MoltNet)?;
     let r = s
-        .diary
-        .clone()
+        .diary()
         .update_relation(grpc(
             &headers,
             pb::UpdateRelationRequest {
@@ -977,8 +954,7 @@ async fn delete_relation(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    s.diary
-        .clone()
+    s.diary()
         .delete_relation(grpc(&headers, pb::DeleteRelationRequest { id }))
         .await
         .map_err(problem)?;
@@ -1009,8 +985,7 @@ async fn create_signing_request(
 ) -> CreatedReply {
     let body: SigningRequestBody = json_body(&body, ErrorStyle::MoltNet)?;
     let r = s
-        .diary
-        .clone()
+        .diary()
         .create_signing_request(grpc(
             &headers,
             pb::CreateSigningRequestRequest {
@@ -1034,8 +1009,7 @@ async fn list_signing_requests(
 ) -> Reply {
     let q = query_pairs(raw.as_deref());
     let list = s
-        .diary
-        .clone()
+        .diary()
         .list_signing_requests(grpc(
             &headers,
             pb::ListSigningRequestsRequest {
@@ -1068,8 +1042,7 @@ async fn get_signing_request(
     Path(id): Path<String>,
 ) -> Reply {
     let r = s
-        .diary
-        .clone()
+        .diary()
         .get_signing_request(grpc(&headers, pb::GetSigningRequestRequest { id }))
         .await
         .map_err(problem)?
@@ -1091,8 +1064,7 @@ async fn sign(
 ) -> Reply {
     let body: SignatureBody = json_body(&body, ErrorStyle::MoltNet)?;
     let r = s
-        .diary
-        .clone()
+        .diary()
         .submit_signature(grpc(
             &headers,
             pb::SubmitSignatureRequest {
@@ -1109,8 +1081,7 @@ async fn sign(
 async fn verify_signature(State(s): State<GatewayState>, headers: HeaderMap, body: Bytes) -> Reply {
     let body: SignatureBody = json_body(&body, ErrorStyle::MoltNet)?;
     let v = s
-        .diary
-        .clone()
+        .diary()
         .verify_signature(grpc(
             &headers,
             pb::VerifySignatureRequest {
@@ -1134,8 +1105,7 @@ async fn verify_chain(
     Path(agent_id): Path<String>,
 ) -> Reply {
     let v = s
-        .diary
-        .clone()
+        .diary()
         .verify_chain(grpc(&headers, pb::VerifyChainRequest { agent_id }))
         .await
         .map_err(problem)?

@@ -44,7 +44,7 @@ pub async fn register_agent(
     body: Bytes,
 ) -> Result<(StatusCode, GoJson<Value>), ApiError> {
     let body: RegisterAgentBody = json_body(&body, ErrorStyle::Noema)?;
-    let mut identity = state.identity.clone();
+    let mut identity = state.identity();
     let response = identity
         .register_agent(grpc(
             &headers,
@@ -70,7 +70,7 @@ pub async fn get_agent(
     headers: HeaderMap,
     Path(agent_id): Path<String>,
 ) -> Result<GoJson<Value>, ApiError> {
-    let mut identity = state.identity.clone();
+    let mut identity = state.identity();
     let agent = identity
         .get_agent(grpc(&headers, pb::GetAgentRequest { agent_id }))
         .await?
@@ -94,7 +94,7 @@ pub async fn rotate_key(
     body: Bytes,
 ) -> Result<GoJson<Value>, ApiError> {
     let body: RotateKeyBody = json_body(&body, ErrorStyle::Noema)?;
-    let mut identity = state.identity.clone();
+    let mut identity = state.identity();
     let agent = identity
         .rotate_key(grpc(
             &headers,
@@ -115,7 +115,7 @@ pub async fn agent_by_fingerprint(
     headers: HeaderMap,
     Path(fingerprint): Path<String>,
 ) -> Result<GoJson<Value>, ApiError> {
-    let mut identity = state.identity.clone();
+    let mut identity = state.identity();
     let agent = identity
         .get_agent_by_fingerprint(grpc(
             &headers,
@@ -134,7 +134,7 @@ pub async fn caller_identity(
     State(state): State<GatewayState>,
     headers: HeaderMap,
 ) -> Result<GoJson<Value>, ApiError> {
-    let mut identity = state.identity.clone();
+    let mut identity = state.identity();
     let agent = identity
         .get_caller_identity(grpc(&headers, pb::GetCallerIdentityRequest {}))
         .await
@@ -194,7 +194,7 @@ pub async fn list_tokens(
             .as_deref(),
         Some("true" | "1" | "yes")
     );
-    let mut identity = state.identity.clone();
+    let mut identity = state.identity();
     let tokens = identity
         .list_tokens(grpc(
             &headers,
@@ -258,7 +258,7 @@ pub async fn issue_token(
     body: Bytes,
 ) -> Result<GoJson<Value>, ApiError> {
     let body: IssueBody = json_body(&body, ErrorStyle::CogniRelay)?;
-    let mut identity = state.identity.clone();
+    let mut identity = state.identity();
     let response = identity
         .issue_token(grpc(
             &headers,
@@ -304,7 +304,7 @@ pub async fn revoke_token(
     body: Bytes,
 ) -> Result<GoJson<Value>, ApiError> {
     let body: RevokeBody = json_body(&body, ErrorStyle::CogniRelay)?;
-    let mut identity = state.identity.clone();
+    let mut identity = state.identity();
     let response = identity
         .revoke_token(grpc(
             &headers,
@@ -359,7 +359,7 @@ pub async fn rotate_token(
     body: Bytes,
 ) -> Result<GoJson<Value>, ApiError> {
     let body: RotateBody = json_body(&body, ErrorStyle::CogniRelay)?;
-    let mut identity = state.identity.clone();
+    let mut identity = state.identity();
     let response = identity
         .rotate_token(grpc(
             &headers,

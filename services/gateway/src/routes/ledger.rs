@@ -44,7 +44,7 @@ pub async fn status(
     State(state): State<GatewayState>,
     headers: HeaderMap,
 ) -> Result<GoJson<SystemStateBody>, ApiError> {
-    let mut ledger = state.ledger.clone();
+    let mut ledger = state.ledger();
     let response = ledger
         .get_status(grpc(&headers, pb::GetStatusRequest {}))
         .await?;
@@ -64,7 +64,7 @@ pub async fn stop(
     State(state): State<GatewayState>,
     headers: HeaderMap,
 ) -> Result<GoJson<SystemStateBody>, ApiError> {
-    let mut ledger = state.ledger.clone();
+    let mut ledger = state.ledger();
     let response = ledger
         .stop(grpc(
             &headers,
@@ -80,7 +80,7 @@ pub async fn resume(
     State(state): State<GatewayState>,
     headers: HeaderMap,
 ) -> Result<GoJson<SystemStateBody>, ApiError> {
-    let mut ledger = state.ledger.clone();
+    let mut ledger = state.ledger();
     let response = ledger
         .resume(grpc(
             &headers,
@@ -134,7 +134,7 @@ pub async fn audit(
     if limit == 0 {
         return Ok(GoJson(Vec::new()));
     }
-    let mut ledger = state.ledger.clone();
+    let mut ledger = state.ledger();
     let response = ledger
         .list_audit(grpc(
             &headers,

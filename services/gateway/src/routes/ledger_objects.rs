@@ -132,7 +132,7 @@ fn unmarshal(value: &Value, field: &str, go_type: &str) -> ApiError {
 /// open-cognition checks the mode before decoding: a STOPPED system answers 503 even to
 /// a malformed body.
 async fn stopped_first(state: &GatewayState, headers: &HeaderMap, err: ApiError) -> ApiError {
-    let mut ledger = state.ledger.clone();
+    let mut ledger = state.ledger();
     match ledger
         .get_status(grpc(headers, pb::GetStatusRequest {}))
         .await
@@ -190,7 +190,7 @@ pub async fn put_canonical(
         Ok(request) => request,
         Err(err) => return Err(stopped_first(&state, &headers, err).await),
     };
-    let mut ledger = state.ledger.clone();
+    let mut ledger = state.ledger();
     let object = ledger
         .put_canonical(grpc(&headers, request))
         .await
@@ -279,7 +279,7 @@ pub async fn put_reference(
     // The original echoes the decoded request (relevance as sent, not rounded).
     let echo_relevance = request.relevance;
     let echo_trust = request.trust_weight;
-    let mut ledger = state.ledger.clone();
+    let mut ledger = state.ledger();
     let stored = ledger
         .put_reference(grpc(&headers, request))
         .await
@@ -356,7 +356,7 @@ pub async fn list_canonicals(
     if limit == 0 {
         return Ok(GoJson(Vec::new()));
     }
-    let mut ledger = state.ledger.clone();
+    let mut ledger = state.ledger();
     let objects = ledger
         .list_canonicals(grpc(
             &headers,
@@ -388,7 +388,7 @@ pub async fn list_references(
     if limit == 0 {
         return Ok(GoJson(Vec::new()));
     }
-    let mut ledger = state.ledger.clone();
+    let mut ledger = state.ledger();
     let references = ledger
         .list_references(grpc(
             &headers,
@@ -416,7 +416,7 @@ pub async fn get_canonical(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<GoJson<CanonicalBody>, ApiError> {
-    let mut ledger = state.ledger.clone();
+    let mut ledger = state.ledger();
     let object = ledger
         .get_canonical(grpc(&headers, pb::GetCanonicalRequest { id }))
         .await
@@ -431,7 +431,7 @@ pub async fn get_payload(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let mut ledger = state.ledger.clone();
+    let mut ledger = state.ledger();
     let object = ledger
         .get_canonical(grpc(&headers, pb::GetCanonicalRequest { id: id.clone() }))
         .await
@@ -467,7 +467,7 @@ pub async fn reconcile(
     Query(q): Query<ReconcileQuery>,
 ) -> Result<GoJson<Value>, ApiError> {
     let verify_hashes = matches!(q.verify_hashes.as_deref(), Some("true" | "1"));
-    let mut ledger = state.ledger.clone();
+    let mut ledger = state.ledger();
     let report = ledger
         .reconcile(grpc(&headers, pb::ReconcileRequest { verify_hashes }))
         .await

@@ -1,0 +1,29 @@
+//! Typed clients of the fronted services, made from the state's channels. A route module
+//! calls `state.ledger()` (etc.) for a client of its service.
+
+use noema_proto::identity::v1::diary_service_client::DiaryServiceClient;
+use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
+use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
+use noema_runtime::client::TracedChannel;
+
+use crate::GatewayState;
+
+/// Largest ledger message (a 16 MiB payload and its fields), as the ledger allows.
+const LEDGER_MESSAGE_LIMIT: usize = 20 * 1024 * 1024;
+
+impl GatewayState {
+    pub fn identity(&self) -> IdentityServiceClient<TracedChannel> {
+        IdentityServiceClient::new(self.channel("identity"))
+    }
+
+    /// Signed diaries, served by the identity service.
+    pub fn diary(&self) -> DiaryServiceClient<TracedChannel> {
+        DiaryServiceClient::new(self.channel("identity"))
+    }
+
+    pub fn ledger(&self) -> LedgerServiceClient<TracedChannel> {
+        LedgerServiceClient::new(self.channel("ledger"))
+            .max_decoding_message_size(LEDGER_MESSAGE_LIMIT)
+            .max_encoding_message_size(LEDGER_MESSAGE_LIMIT)
+    }
+}
