@@ -143,6 +143,36 @@ fn bad_settings_fail_start_up_naming_the_setting() {
 }
 
 #[test]
+fn the_registry_decides_which_services_exist() {
+    // `noema services --json` lists the registry (the Helm values check reads it).
+    let out = run(noema().args(["services", "--json"]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let services: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = services
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["identity", "ledger"]);
+    assert_eq!(services[1]["calls"], serde_json::json!(["identity"]));
+    assert_eq!(services[0]["owner_token"], true);
+
+    // A service that is not registered is no role, no section and no endpoint.
+    let out = run(noema().args(["serve", "example"]));
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("identity, ledger, gateway"), "{err}");
+    let err = failed_start(&[("NOEMA__EXAMPLE__GREETING", "hi")], &[]);
+    assert!(
+        err.contains("`example`: unknown service `example`; known services: identity, ledger"),
+        "{err}"
+    );
+    let err = failed_start(&[("NOEMA__ENDPOINTS__LEDGR", "http://ledger:50051")], &[]);
+    assert!(err.contains("endpoints.ledgr"), "{err}");
+}
+
+#[test]
 fn migrate_twice_is_a_no_op_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     for _ in 0..2 {

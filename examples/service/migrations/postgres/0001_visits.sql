@@ -1,0 +1,5 @@
+-- Visits counted per name.
+CREATE TABLE visits (
+    name TEXT PRIMARY KEY,
+    count BIGINT NOT NULL
+);
