@@ -8,7 +8,6 @@
 //! [`Registry::with`].
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -18,12 +17,10 @@ use std::time::Duration;
 use noema_store::{Database, Migrations, ObjectStore};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tonic::body::Body;
-use tonic::server::NamedService;
 
 use crate::auth::Authenticator;
 use crate::client::TracedChannel;
-use crate::server::GrpcServer;
+use crate::server::{GrpcServer, HostedService};
 
 /// The role that fronts every service over REST; never a service's name.
 pub const GATEWAY: &str = "gateway";
@@ -238,17 +235,7 @@ impl Hosted {
 
     /// Adds a tonic service (a generated `…Server`).
     #[must_use]
-    pub fn with<S>(mut self, service: S) -> Self
-    where
-        S: tower::Service<http::Request<Body>, Error = Infallible>
-            + NamedService
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Response: axum::response::IntoResponse,
-        S::Future: Send + 'static,
-    {
+    pub fn with<S: HostedService>(mut self, service: S) -> Self {
         self.names.push(S::NAME);
         self.adds.push(Box::new(move |server: &mut GrpcServer| {
             server.add_service(service);

@@ -27,6 +27,35 @@ pub enum ServerError {
     Transport(#[from] tonic::transport::Error),
 }
 
+/// A tonic service (a generated `…Server`) that a [`GrpcServer`] can host.
+pub trait HostedService:
+    tower::Service<
+        http::Request<Body>,
+        Error = Infallible,
+        Response: axum::response::IntoResponse,
+        Future: Send + 'static,
+    > + NamedService
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> HostedService for S where
+    S: tower::Service<
+            http::Request<Body>,
+            Error = Infallible,
+            Response: axum::response::IntoResponse,
+            Future: Send + 'static,
+        > + NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// Assembles the services of one process onto one tonic server.
 pub struct GrpcServer {
     routes: RoutesBuilder,
@@ -50,17 +79,7 @@ impl GrpcServer {
     }
 
     /// Hosts `service` on this server; it is reported SERVING once the server starts.
-    pub fn add_service<S>(&mut self, service: S) -> &mut Self
-    where
-        S: tower::Service<http::Request<Body>, Error = Infallible>
-            + NamedService
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Response: axum::response::IntoResponse,
-        S::Future: Send + 'static,
-    {
+    pub fn add_service<S: HostedService>(&mut self, service: S) -> &mut Self {
         self.names.push(S::NAME);
         self.routes.add_service(service);
         self
