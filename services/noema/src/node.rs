@@ -120,27 +120,9 @@ impl Node {
             for spec in &hosted {
                 storages.push((*spec, Box::pin(open_storage(spec, config)).await?));
             }
-            let authenticator: Arc<dyn Authenticator> = match registry.token_authority() {
-                Some((spec, authority)) if hosts(spec.name) => {
-                    let db = storages
-                        .iter()
-                        .find(|(hosted, _)| hosted.name == spec.name)
-                        .map(|(_, storage)| storage.db.clone())
-                        .ok_or(NodeError::NoTokenAuthority)?;
-                    created_owner_token =
-                        bootstrap_owner(spec.name, authority, &db, config).await?;
-                    authority.local_authenticator(db, cache_ttl)
-                }
-                Some((spec, _)) => {
-                    let channel = channel(
-                        spec.name,
-                        &endpoint_of(spec.name)?,
-                        ClientOptions::default(),
-                    )?;
-                    Arc::new(RemoteAuthenticator::new(channel, cache_ttl))
-                }
-                None => return Err(NodeError::NoTokenAuthority),
-            };
+            let (authenticator, created) =
+                authenticator(registry, &storages, config, &endpoint_of).await?;
+            created_owner_token = created;
             if !config.auth.anonymous_scopes.is_empty() {
                 tracing::warn!(
                     scopes = ?config.auth.anonymous_scopes,
@@ -300,6 +282,36 @@ fn endpoint(
     match own {
         Some(own) if hosted_here => Ok(own.to_owned()),
         _ => Err(NodeError::MissingEndpoint { service }),
+    }
+}
+
+/// How this process's services check tokens: through the token authority's own database
+/// when this process hosts it (bootstrapping the owner token, which is returned when this
+/// start created it), else by asking it over gRPC.
+async fn authenticator(
+    registry: &Registry,
+    storages: &[(&ServiceSpec, Storage)],
+    config: &NoemaConfig,
+    endpoint_of: &dyn Fn(&'static str) -> Result<String, NodeError>,
+) -> Result<(Arc<dyn Authenticator>, Option<String>), NodeError> {
+    let cache_ttl = Duration::from_secs(config.auth.cache_ttl_secs);
+    let (spec, authority) = registry
+        .token_authority()
+        .ok_or(NodeError::NoTokenAuthority)?;
+    let local = storages
+        .iter()
+        .find(|(hosted, _)| hosted.name == spec.name)
+        .map(|(_, storage)| storage.db.clone());
+    match local {
+        Some(db) => {
+            let created = bootstrap_owner(spec.name, authority, &db, config).await?;
+            Ok((authority.local_authenticator(db, cache_ttl), created))
+        }
+        None => {
+            let endpoint = endpoint_of(spec.name)?;
+            let channel = channel(spec.name, &endpoint, ClientOptions::default())?;
+            Ok((Arc::new(RemoteAuthenticator::new(channel, cache_ttl)), None))
+        }
     }
 }
 
