@@ -803,6 +803,21 @@ async fn the_error_names_the_path_for_callers() {
 }
 
 #[test]
+fn the_component_kinds_are_the_new_ones_only() {
+    let kinds: Vec<&str> = ComponentKind::ALL.iter().map(|k| k.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "json_schema",
+            "response_source",
+            "cognition_workflow",
+            "cognition_profile",
+            "scenario"
+        ]
+    );
+}
+
+#[test]
 fn component_puts_check_each_kind_on_its_own() {
     let park = Park::new();
     let kinds = SourceKinds::standard();

@@ -8,6 +8,7 @@
 //! - assembly validation (A1): [`assembly`];
 //! - ambient sources (D3, D19): [`ambient`], [`workflow::template`];
 //! - the tool loop and its one retry lane (D4–D6, D13): [`tool_loop`], [`failure`];
+//! - attempts and what a turn request answers (D11): [`attempt`];
 //! - WorldPatch application, many patches per turn, per-patch transitions (D8–D12): [`patch`],
 //!   [`turn`];
 //! - traces (D15–D17): [`invocation`], [`llm_call`];
@@ -15,6 +16,7 @@
 
 pub mod ambient;
 pub mod assembly;
+pub mod attempt;
 pub mod chat;
 pub mod component;
 pub mod failure;
