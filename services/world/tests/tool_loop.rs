@@ -288,6 +288,12 @@ async fn the_retry_lane_ends_after_max_generation_attempts() {
     );
     assert_eq!(tool_loop.generation().unwrap_err(), LoopError::Finished);
     assert!(tool_loop.judge("{}", &s.world).is_err());
+    // A failed loop has no final patch to reject.
+    let patch = WorldPatch::from_json(&seed("d9_world_patch_cooler")).unwrap();
+    assert_eq!(
+        tool_loop.reject_final(&patch, vec![]),
+        Err(LoopError::NoFinalPatch)
+    );
 }
 
 #[tokio::test]

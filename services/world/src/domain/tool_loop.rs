@@ -48,15 +48,40 @@ pub struct ToolCall {
     pub arguments: Map<String, Value>,
 }
 
+/// Why a generation's text is not a ToolLoopOutput.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputRefusal {
+    /// The text does not parse as JSON (a parse error of the LLM call).
+    NotJson(String),
+    /// The JSON breaks the envelope (validation errors, pointers into the output).
+    Shape(Vec<Problem>),
+}
+
+impl OutputRefusal {
+    /// The refusal as problems, for the corrective message.
+    pub fn problems(&self) -> Vec<Problem> {
+        match self {
+            OutputRefusal::NotJson(message) => {
+                vec![Problem::new(
+                    "",
+                    format!("the reply is not JSON: {message}"),
+                )]
+            }
+            OutputRefusal::Shape(problems) => problems.clone(),
+        }
+    }
+}
+
 impl ToolLoopOutput {
-    /// Parses a generation's (normalised) text: JSON, then the envelope. Problems are
-    /// pointers into the output.
-    pub fn parse(text: &str) -> Result<(Value, ToolLoopOutput), Vec<Problem>> {
-        let json: Value = serde_json::from_str(text)
-            .map_err(|e| vec![Problem::new("", format!("the reply is not JSON: {e}"))])?;
-        Builtin::ToolLoopOutput.check(&json)?;
+    /// Parses a generation's (normalised) text: JSON, then the envelope.
+    pub fn parse(text: &str) -> Result<(Value, ToolLoopOutput), OutputRefusal> {
+        let json: Value =
+            serde_json::from_str(text).map_err(|e| OutputRefusal::NotJson(e.to_string()))?;
+        Builtin::ToolLoopOutput
+            .check(&json)
+            .map_err(OutputRefusal::Shape)?;
         let output = serde_json::from_value(json.clone())
-            .map_err(|e| vec![Problem::new("", e.to_string())])?;
+            .map_err(|e| OutputRefusal::Shape(vec![Problem::new("", e.to_string())]))?;
         Ok((json, output))
     }
 }
@@ -272,6 +297,8 @@ pub struct ToolLoop {
     tool_calls: u32,
     pending_tool: Option<String>,
     done: bool,
+    /// The loop ended with a final patch (which the caller may still reject).
+    final_given: bool,
 }
 
 /// A call on the loop that its state does not allow (a runner bug, reported not panicked).
@@ -283,6 +310,8 @@ pub enum LoopError {
     ToolPending,
     #[error("the loop has finished")]
     Finished,
+    #[error("there is no accepted final patch to reject")]
+    NoFinalPatch,
 }
 
 impl ToolLoop {
@@ -317,6 +346,7 @@ impl ToolLoop {
             tool_calls: 0,
             pending_tool: None,
             done: false,
+            final_given: false,
         }
     }
 
@@ -349,25 +379,20 @@ impl ToolLoop {
         let text = normalize_assistant_text(raw_text);
         let (json, output) = match ToolLoopOutput::parse(&text) {
             Ok(parsed) => parsed,
-            Err(problems) => {
-                let not_json = problems.len() == 1
-                    && problems.iter().all(|p| {
-                        p.pointer.is_empty() && p.message.starts_with("the reply is not JSON")
-                    });
-                let (parse_errors, validation_errors) = if not_json {
-                    (
-                        problems.iter().map(|p| p.message.clone()).collect(),
+            Err(refusal) => {
+                let (parse_errors, validation_errors) = match &refusal {
+                    OutputRefusal::NotJson(message) => (
+                        vec![format!("the reply is not JSON: {message}")],
                         Vec::new(),
-                    )
-                } else {
-                    (Vec::new(), problems.clone())
+                    ),
+                    OutputRefusal::Shape(problems) => (Vec::new(), problems.clone()),
                 };
                 return Ok(Judged {
                     model_output_kind: ModelOutputKind::Invalid,
                     parsed: None,
                     parse_errors,
                     validation_errors,
-                    step: self.reject(&text, problems),
+                    step: self.reject(&text, refusal.problems()),
                 });
             }
         };
@@ -453,6 +478,7 @@ impl ToolLoop {
                     let problems = parsed.problems_against(world);
                     if problems.is_empty() {
                         self.done = true;
+                        self.final_given = true;
                         return Judged {
                             model_output_kind: ModelOutputKind::FinalPatch,
                             parsed: Some(json),
@@ -483,9 +509,10 @@ impl ToolLoop {
         patch: &WorldPatch,
         problems: Vec<Problem>,
     ) -> Result<Step, LoopError> {
-        if !self.done || self.pending_tool.is_some() {
-            return Err(LoopError::Finished);
+        if !self.done || self.pending_tool.is_some() || !self.final_given {
+            return Err(LoopError::NoFinalPatch);
         }
+        self.final_given = false;
         self.done = false;
         let text = serde_json::to_string(&json!({"kind": "final_patch", "patch": patch}))
             .unwrap_or_default();
