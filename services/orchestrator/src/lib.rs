@@ -1,0 +1,1 @@
+//! The orchestrator: Cognitive OS's governed runtime.
