@@ -3,6 +3,8 @@
 
 pub mod events;
 pub mod objects;
+pub mod policy;
+pub mod risk;
 pub mod schema;
 pub mod state;
 pub mod timestamp;
