@@ -1,6 +1,7 @@
 //! The orchestrator's rules: no I/O here. A reader looking for a rule of the Cognitive OS
 //! seed (`002_…`) finds it in the module named after its section.
 
+pub mod approval;
 pub mod events;
 pub mod objects;
 pub mod policy;
@@ -8,3 +9,4 @@ pub mod risk;
 pub mod schema;
 pub mod state;
 pub mod timestamp;
+pub mod trace;
