@@ -160,6 +160,19 @@ reasons! {
     PublicKeyMismatch = "PUBLIC_KEY_MISMATCH",
     /// Too many requests; `RetryInfo` says when to try again.
     RateLimited = "RATE_LIMITED",
+    /// The request is in a state that does not allow the call (the orchestrator's 409);
+    /// metadata `state` and `allowed` (the calls that would be accepted).
+    WrongState = "WRONG_STATE",
+    /// A document does not match its JSON Schema; metadata `schema` and `field`.
+    SchemaViolation = "SCHEMA_VIOLATION",
+    /// A document names a `schema_version` the server does not know.
+    UnknownSchemaVersion = "UNKNOWN_SCHEMA_VERSION",
+    /// The risk policy is missing or invalid ("risk matrix not loaded").
+    PolicyNotLoaded = "POLICY_NOT_LOADED",
+    /// An approval does not count; metadata `check` names the failed check.
+    ApprovalRefused = "APPROVAL_REFUSED",
+    /// An evaluation names a suite the risk policy does not declare.
+    UnknownEvalSuite = "UNKNOWN_EVAL_SUITE",
 }
 
 /// The `ErrorInfo` domain of every reason Noema sends.

@@ -7,3 +7,6 @@
 //! and the store follow once the service registry exists.
 
 pub mod domain;
+pub mod error;
+
+pub use error::OrchestratorError;
