@@ -15,6 +15,7 @@
 pub mod approval;
 pub mod eval;
 pub mod events;
+pub mod invoke;
 pub mod objects;
 pub mod policy;
 pub mod release;
