@@ -89,7 +89,7 @@ impl ProtectedPaths {
 
 /// Absolute paths an argv element may name: the element itself when it starts with '/',
 /// the text after the first '=' (`of=/dev/sda`, `--out=/etc/x`), the text from the first
-/// '/' of an option (`-o/etc/x`, `-I/usr/include`), and each '/' that follows a
+/// '/' of a short option (`-o/etc/x`, `-I/usr/include`), and each '/' that follows a
 /// separator (`:`, `,`, `@`, quotes, whitespace). Each candidate ends at the next
 /// separator.
 pub fn absolute_candidates(element: &str) -> Vec<&str> {
@@ -106,8 +106,13 @@ pub fn absolute_candidates(element: &str) -> Vec<&str> {
                 b'=' | b':' | b',' | b'@' | b'\'' | b'"' | b' ' | b'\t' | b'\n'
             ),
         };
-        let first_slash_of_option =
-            element.starts_with('-') && !element.get(..i).unwrap_or("").contains('/');
+        // A short option with its value attached (`-o/etc/x`, `-xvf/etc/x`): letters and
+        // digits between the dash and the first '/'. Long options take `=` (above).
+        let first_slash_of_option = element.starts_with('-')
+            && !element.starts_with("--")
+            && element
+                .get(1..i)
+                .is_some_and(|flags| flags.bytes().all(|b| b.is_ascii_alphanumeric()));
         if starts || first_slash_of_option {
             // A candidate ends at the next list separator: programs split `a:/etc,/tmp`.
             let rest = element.get(i..).unwrap_or("");
@@ -279,6 +284,10 @@ mod tests {
         assert_eq!(absolute_candidates("x=/tmp/a b"), ["/tmp/a"]);
         assert_eq!(absolute_candidates("dir/sub/file"), Vec::<&str>::new());
         assert_eq!(absolute_candidates("/home/u/lib"), ["/home/u/lib"]);
+        assert_eq!(absolute_candidates("-xvf/etc/x"), ["/etc/x"]);
+        // A long option's relative value is not an absolute path.
+        assert_eq!(absolute_candidates("--out=dir/etc/x"), Vec::<&str>::new());
+        assert_eq!(absolute_candidates("--dir/etc"), Vec::<&str>::new());
         assert_eq!(relative_candidates("dir/file"), ["dir/file"]);
         assert_eq!(relative_candidates("--out=file"), ["file"]);
         assert_eq!(relative_candidates("-v"), Vec::<&str>::new());
