@@ -640,3 +640,45 @@ async fn anonymous_access_only_when_configured() {
     assert_eq!(stop.status().as_u16(), 403);
     cluster.shutdown().await.unwrap();
 }
+
+/// An owner-token hash configured in uppercase hex (as some tools print digests) still
+/// authenticates the owner, over REST and across the split shape's gRPC hop: loading the
+/// configuration folds it to the lowercase form tokens are stored and looked up in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uppercase_configured_owner_hash_authenticates() {
+    let secret = format!("noema_upper_owner_{}", std::process::id());
+    let stored = noema_core::content_id::ContentId::of_bytes(secret.as_bytes());
+    let uppercase = stored
+        .as_str()
+        .to_ascii_uppercase()
+        .replacen("SHA256:", "sha256:", 1);
+    assert_ne!(uppercase, stored.as_str());
+    let literal = format!("\"{uppercase}\"");
+    let cluster = TestCluster::start_with(
+        Backend::Sqlite,
+        Shape::Split,
+        &[("auth.owner_token_sha256", literal.as_str())],
+    )
+    .await
+    .unwrap();
+    let status = client_as(&secret)
+        .get(format!("{}/status", cluster.rest_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status.status().as_u16(), 200);
+    let mut ledger = cluster.ledger_as(&secret).await.unwrap();
+    ledger
+        .get_status(noema_proto::ledger::v1::GetStatusRequest {})
+        .await
+        .unwrap();
+    let mut identity = cluster.identity_as(&secret).await.unwrap();
+    let principal = identity
+        .authenticate(pb::AuthenticateRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(principal.token_id, "owner");
+    assert!(principal.superuser);
+    cluster.shutdown().await.unwrap();
+}

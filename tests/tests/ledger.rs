@@ -21,7 +21,7 @@ cluster_cases!(
 );
 
 fn canonical_body(payload: &[u8], created_at: &str, object_type: &str) -> Value {
-    let id = format!("sha256:{}", noema_core::content_id::sha256_hex(payload));
+    let id = noema_core::content_id::ContentId::of_bytes(payload).into_string();
     let date = &created_at[..10].replace('-', "/");
     json!({
         "schema_version": "0.1.0",
@@ -226,7 +226,7 @@ async fn references_are_verified_and_bad_ones_change_nothing(cluster: &TestClust
     let mut missing_target = signed_reference(
         &key,
         "agent:observer",
-        &format!("sha256:{}", "0".repeat(64)),
+        noema_core::content_id::ContentId::from_digest(&[0; 32]).as_str(),
         "x",
         OffsetDateTime::now_utc(),
     )
@@ -413,7 +413,7 @@ async fn objects_read_back_by_id_payload_and_filters(cluster: &TestCluster) {
     assert_eq!(response.bytes().await.unwrap().as_ref(), b"{\"n\":0}");
     let missing = ledger
         .get_canonical(pb::GetCanonicalRequest {
-            id: format!("sha256:{}", "f".repeat(64)),
+            id: noema_core::content_id::ContentId::from_digest(&[0xff; 32]).into_string(),
         })
         .await
         .unwrap_err();

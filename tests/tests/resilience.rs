@@ -195,7 +195,7 @@ async fn a_killed_ledger_is_unavailable_then_recovers_with_nothing_acknowledged_
         );
         let bytes = response.bytes().await.unwrap();
         assert_eq!(
-            format!("sha256:{}", noema_core::content_id::sha256_hex(&bytes)),
+            noema_core::content_id::ContentId::of_bytes(&bytes).into_string(),
             *id
         );
     }

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use noema_core::content_id::sha256_hex;
+use noema_core::content_id::ContentId;
 use noema_core::keys::{SigningKeyPair, reference_signing_message};
+use noema_core::time::utc_date_path;
 use noema_proto::ledger::v1 as pb;
 use time::OffsetDateTime;
-use time::macros::format_description;
 
 use crate::{ClientError, Noema};
 
@@ -17,13 +17,7 @@ use crate::{ClientError, Noema};
 pub const STOPPED_MESSAGE: &str = "system is STOPPED; no writes accepted";
 
 /// `YYYY-MM-DDTHH:MM:SSZ` (what open-cognition's clients send).
-pub fn utc_seconds(at: OffsetDateTime) -> String {
-    at.to_offset(time::UtcOffset::UTC)
-        .format(format_description!(
-            "[year]-[month]-[day]T[hour]:[minute]:[second]Z"
-        ))
-        .unwrap_or_default()
-}
+pub use noema_core::time::rfc3339_seconds as utc_seconds;
 
 /// A canonical object ready to submit: id, size and storage path derived from the bytes.
 pub fn canonical_request(
@@ -33,11 +27,8 @@ pub fn canonical_request(
     created_by: &str,
     created_at: OffsetDateTime,
 ) -> pb::PutCanonicalRequest {
-    let id = format!("sha256:{}", sha256_hex(&payload));
-    let date = created_at
-        .to_offset(time::UtcOffset::UTC)
-        .format(format_description!("[year]/[month]/[day]"))
-        .unwrap_or_default();
+    let id = ContentId::of_bytes(&payload).into_string();
+    let date = utc_date_path(created_at);
     pb::PutCanonicalRequest {
         schema_version: "0.1.0".into(),
         storage_path: format!("canonical/{object_type}/{date}/{id}.json"),

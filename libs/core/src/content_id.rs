@@ -1,9 +1,13 @@
-//! `sha256:<64 lowercase hex>` content ids.
+//! `sha256:<64 lowercase hex>` content ids, and the one check of a SHA-256 hex digest.
 //!
-//! This is the id format of open-cognition canonical objects and of every content-addressed
-//! blob in Noema. The format is strict (lowercase only, exact length) because ids are
-//! compared as strings everywhere (ledger primary keys, storage paths), so exactly one text
-//! may name a given digest.
+//! This is the id format of open-cognition canonical objects, of token hashes, audit and
+//! chain hashes, and of every content-addressed blob in Noema: [`ContentId`] is the only
+//! code that writes or reads the `sha256:` form. The form is strict (lowercase only, exact
+//! length) because ids are compared as strings everywhere (ledger primary keys, storage
+//! paths, token lookups), so exactly one text may name a given digest. Text typed by a
+//! person or sent by another system (a configured owner-token hash, a token hash in a
+//! CogniRelay request) goes through [`ContentId::parse_normalizing`], which folds it to
+//! that one text.
 
 use std::fmt;
 use std::str::FromStr;
@@ -37,6 +41,31 @@ pub enum ContentIdError {
     InvalidDigit { found: char },
 }
 
+/// Which hex digits a digest may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Digits {
+    /// `[0-9a-f]`: the stored form.
+    Lowercase,
+    /// `[0-9a-fA-F]`: accepted from people and other systems, then folded to lowercase.
+    EitherCase,
+}
+
+/// The one validator of a SHA-256 hex digest: 64 digits from `digits`. An invalid digit is
+/// reported before a wrong length, so `…\n` names the newline rather than a count.
+fn check_hex(hex: &str, digits: Digits) -> Result<(), ContentIdError> {
+    let allowed = |c: char| match digits {
+        Digits::Lowercase => matches!(c, '0'..='9' | 'a'..='f'),
+        Digits::EitherCase => c.is_ascii_hexdigit(),
+    };
+    if let Some(found) = hex.chars().find(|c| !allowed(*c)) {
+        return Err(ContentIdError::InvalidDigit { found });
+    }
+    if hex.len() != HEX_LEN {
+        return Err(ContentIdError::WrongLength { actual: hex.len() });
+    }
+    Ok(())
+}
+
 /// A validated `sha256:<64 lowercase hex>` id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ContentId(String);
@@ -59,6 +88,24 @@ impl ContentId {
             "{PREFIX}{}",
             data_encoding::HEXLOWER.encode(digest)
         ))
+    }
+
+    /// Id for 64 hex digits in either case (no prefix), folded to lowercase.
+    pub fn from_hex(hex: &str) -> Result<ContentId, ContentIdError> {
+        check_hex(hex, Digits::EitherCase)?;
+        Ok(ContentId(format!("{PREFIX}{}", hex.to_ascii_lowercase())))
+    }
+
+    /// The lenient reading for text from people and other systems: `sha256:` optional, hex
+    /// in either case; the result is the one stored form. Ids Noema compares as submitted
+    /// (open-cognition's) use [`FromStr`] instead, which refuses anything but that form.
+    pub fn parse_normalizing(text: &str) -> Result<ContentId, ContentIdError> {
+        ContentId::from_hex(text.strip_prefix(PREFIX).unwrap_or(text))
+    }
+
+    /// Whether `text` is exactly a content id (`^sha256:[0-9a-f]{64}$`).
+    pub fn is_valid(text: &str) -> bool {
+        text.parse::<ContentId>().is_ok()
     }
 
     /// The full `sha256:…` text.
@@ -103,12 +150,7 @@ impl FromStr for ContentId {
         let hex = s
             .strip_prefix(PREFIX)
             .ok_or(ContentIdError::MissingPrefix)?;
-        if let Some(found) = hex.chars().find(|c| !matches!(c, '0'..='9' | 'a'..='f')) {
-            return Err(ContentIdError::InvalidDigit { found });
-        }
-        if hex.len() != HEX_LEN {
-            return Err(ContentIdError::WrongLength { actual: hex.len() });
-        }
+        check_hex(hex, Digits::Lowercase)?;
         Ok(ContentId(s.to_owned()))
     }
 }
@@ -218,6 +260,44 @@ mod tests {
             Err(ContentIdError::MissingPrefix)
         );
         assert!("sha256:".parse::<ContentId>().is_err());
+    }
+
+    #[test]
+    fn normalizing_parse_folds_case_and_an_optional_prefix_to_one_text() {
+        let id = ContentId::of_bytes(b"abc");
+        for text in [
+            format!("sha256:{ABC}"),
+            format!("sha256:{}", ABC.to_uppercase()),
+            ABC.to_owned(),
+            ABC.to_uppercase(),
+        ] {
+            assert_eq!(
+                ContentId::parse_normalizing(&text).as_ref(),
+                Ok(&id),
+                "{text}"
+            );
+        }
+        assert_eq!(ContentId::from_hex(&ABC.to_uppercase()).as_ref(), Ok(&id));
+        assert_eq!(
+            ContentId::parse_normalizing("sha256:xyz"),
+            Err(ContentIdError::InvalidDigit { found: 'x' })
+        );
+        assert_eq!(
+            ContentId::parse_normalizing(&ABC[..63]),
+            Err(ContentIdError::WrongLength { actual: 63 })
+        );
+        assert!(ContentId::parse_normalizing(&format!("SHA256:{ABC}")).is_err());
+        assert!(ContentId::parse_normalizing("").is_err());
+    }
+
+    #[test]
+    fn is_valid_is_the_strict_form() {
+        assert!(ContentId::is_valid(&format!("sha256:{ABC}")));
+        assert!(!ContentId::is_valid(&format!(
+            "sha256:{}",
+            ABC.to_uppercase()
+        )));
+        assert!(!ContentId::is_valid(ABC));
     }
 
     #[test]

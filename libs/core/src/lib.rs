@@ -1,7 +1,8 @@
 //! Domain primitives shared by every Noema service.
 //!
-//! Nothing here does I/O: content ids, canonical JSON, CIDs, Ed25519 encodings and the
-//! error vocabulary are pure functions that both the services and the client SDK use.
+//! Nothing here does I/O: content ids, canonical JSON, CIDs, Ed25519 encodings, wire
+//! timestamps and the error vocabulary are pure functions that both the services and the
+//! client SDK use.
 
 pub mod audit;
 pub mod cid;
@@ -10,5 +11,6 @@ pub mod error;
 pub mod jcs;
 pub mod keys;
 pub mod scopes;
+pub mod time;
 
 pub use error::{ErrorChain, ErrorCode, Failure, Reason, ServiceError, status_hint, to_status};

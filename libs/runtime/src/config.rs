@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
+use noema_core::content_id::ContentId;
 use serde::{Deserialize, Serialize};
 
 use crate::registry::{FIXED_SECTIONS, Registry, ServiceSpec};
@@ -66,7 +67,9 @@ pub struct AuthConfig {
     /// within this time. 1 to 30 seconds.
     pub cache_ttl_secs: u64,
     /// `sha256:<hex>` of the owner token (split shape: from a secret). Empty in the embedded
-    /// default, where the token lives in `<data_dir>/owner.token`.
+    /// default, where the token lives in `<data_dir>/owner.token`. The prefix is optional and
+    /// the hex may be in either case: loading folds it to `sha256:<lowercase hex>`, the form
+    /// token hashes are stored and compared in.
     pub owner_token_sha256: String,
 }
 
@@ -274,6 +277,7 @@ impl ConfigLoader {
             gateway: fixed.gateway,
             services,
         };
+        let config = config.normalized()?;
         config.validate(&self.registry)?;
         Ok(config)
     }
@@ -383,7 +387,27 @@ fn validate_service(spec: &ServiceSpec, settings: &ServiceSettings) -> Result<()
     }
 }
 
+/// The configured owner-token hash in its one stored form.
+fn owner_token_sha256(text: &str) -> Result<ContentId, ConfigError> {
+    ContentId::parse_normalizing(text).map_err(|_| {
+        invalid(
+            "auth.owner_token_sha256",
+            "must be sha256:<64 hex digits> (the SHA-256 of the owner token)",
+        )
+    })
+}
+
 impl NoemaConfig {
+    /// Settings that have one canonical text, rewritten to it: a hash is compared as a
+    /// string, so an uppercase owner-token hash would otherwise never match a token.
+    fn normalized(mut self) -> Result<NoemaConfig, ConfigError> {
+        if !self.auth.owner_token_sha256.is_empty() {
+            self.auth.owner_token_sha256 =
+                owner_token_sha256(&self.auth.owner_token_sha256)?.into_string();
+        }
+        Ok(self)
+    }
+
     /// Checks every setting whose shape can be known without touching the network.
     pub fn validate(&self, registry: &Registry) -> Result<(), ConfigError> {
         parse_addr("server.grpc_addr", &self.server.grpc_addr)?;
@@ -431,15 +455,8 @@ impl NoemaConfig {
                 ));
             }
         }
-        let owner = &self.auth.owner_token_sha256;
-        if !owner.is_empty() {
-            let hex = owner.strip_prefix("sha256:").unwrap_or_default();
-            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(invalid(
-                    "auth.owner_token_sha256",
-                    "must be sha256:<64 hex digits> (the SHA-256 of the owner token)",
-                ));
-            }
+        if !self.auth.owner_token_sha256.is_empty() {
+            owner_token_sha256(&self.auth.owner_token_sha256)?;
         }
         if self.gateway.request_timeout_secs == 0 {
             return Err(invalid(
@@ -635,6 +652,25 @@ mod tests {
 
         let err = loader()
             .set("auth.owner_token_sha256", "abc")
+            .load()
+            .unwrap_err();
+        assert!(err.to_string().contains("auth.owner_token_sha256"), "{err}");
+    }
+
+    #[test]
+    fn the_owner_token_hash_is_folded_to_its_stored_form() {
+        let upper = "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD";
+        let stored = "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        let prefixed = "sha256:BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD";
+        for configured in [prefixed, upper, stored] {
+            let config = loader()
+                .set("auth.owner_token_sha256", configured)
+                .load()
+                .unwrap();
+            assert_eq!(config.auth.owner_token_sha256, stored, "{configured}");
+        }
+        let err = loader()
+            .set("auth.owner_token_sha256", &stored[..70])
             .load()
             .unwrap_err();
         assert!(err.to_string().contains("auth.owner_token_sha256"), "{err}");

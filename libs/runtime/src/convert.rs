@@ -1,20 +1,16 @@
 //! Proto ⇄ domain pieces every service adapter shares: timestamps, page sizes, and the
 //! whole `ListAudit` RPC over a service's own hash-chained audit log.
 
-use std::time::SystemTime;
-
 use noema_core::audit::AuditEntry;
 use noema_proto::common::v1 as common;
 use noema_store::Database;
-use time::OffsetDateTime;
+
+/// Proto timestamps, re-exported so adapters import their conversions from one place.
+pub use noema_core::time::proto::timestamp;
 
 /// Default and maximum page sizes of listings (open-cognition's 50 and 200).
 pub const DEFAULT_PAGE_SIZE: u32 = 50;
 pub const MAX_PAGE_SIZE: u32 = 200;
-
-pub fn timestamp(at: OffsetDateTime) -> prost_types::Timestamp {
-    prost_types::Timestamp::from(SystemTime::from(at))
-}
 
 /// Page size from a request: 0 → the default, larger than the maximum → the maximum.
 pub fn page_size(requested: u32) -> u32 {

@@ -7,7 +7,6 @@ pub mod forward;
 pub mod go_json;
 pub mod openapi;
 pub mod routes;
-pub mod time_format;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

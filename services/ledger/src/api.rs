@@ -4,6 +4,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
+use noema_core::time::rfc3339_seconds;
 use noema_proto::common::v1::{self as common, PageResponse};
 use noema_proto::ledger::v1 as pb;
 use noema_proto::ledger::v1::ledger_service_server::LedgerService;
@@ -14,7 +15,6 @@ use tonic::{Request, Response, Status};
 use crate::domain::canonical::{CanonicalObject, CanonicalSubmission, SCHEMA_VERSION};
 use crate::domain::mode::{SystemMode, SystemState, mode_change_actor};
 use crate::domain::reference::{AgentReference, ReferenceSubmission};
-use crate::domain::timestamp::format_utc_seconds;
 use crate::error::LedgerError;
 use crate::ledger::{Ledger, ReconcileReport};
 use crate::store::{Page, Query};
@@ -66,7 +66,7 @@ fn canonical_to_proto(object: CanonicalObject, echo: bool) -> pb::CanonicalObjec
         created_at: if echo {
             object.created_at_text.clone()
         } else {
-            format_utc_seconds(object.created_at)
+            rfc3339_seconds(object.created_at)
         },
         metadata: json_to_struct(&object.metadata),
         recorded_at: Some(timestamp(object.recorded_at)),
@@ -85,7 +85,7 @@ fn reference_to_proto(r: AgentReference, echo_key: Option<String>) -> pb::AgentR
         created_at: if echo_key.is_some() {
             r.signed_created_at.clone()
         } else {
-            format_utc_seconds(r.created_at)
+            rfc3339_seconds(r.created_at)
         },
         public_key: echo_key.unwrap_or_default(),
         metadata: json_to_struct(&r.metadata),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use noema_core::content_id::sha256_hex;
+use noema_core::content_id::ContentId;
 use noema_core::keys::PublicKey;
 use noema_proto::identity::v1::RegisterAgentRequest;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
@@ -112,7 +112,7 @@ impl Ledger {
             // Otherwise an earlier write whose ledger insert failed. Adopt the bytes only
             // if they are exactly this object's bytes.
             let stored = self.read_all(&object.storage_path).await?;
-            if format!("sha256:{}", sha256_hex(&stored)) != object.id {
+            if ContentId::of_bytes(&stored).as_str() != object.id {
                 return Err(LedgerError::StorageConflict);
             }
             tracing::info!(path = %object.storage_path, "adopting orphaned object from an earlier write");
@@ -361,11 +361,11 @@ impl Ledger {
             }
             Err(err) => return Err(err),
         };
-        let actual = format!("sha256:{}", sha256_hex(&bytes));
-        Ok(if actual == id {
+        let actual = ContentId::of_bytes(&bytes);
+        Ok(if actual.as_str() == id {
             ObjectState::Intact
         } else {
-            ObjectState::Corrupt(actual)
+            ObjectState::Corrupt(actual.into_string())
         })
     }
 

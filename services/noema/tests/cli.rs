@@ -494,7 +494,7 @@ async fn nothing_acknowledged_is_lost_after_kill_9() {
         );
         let bytes = response.bytes().await.unwrap();
         assert_eq!(
-            format!("sha256:{}", noema_core::content_id::sha256_hex(&bytes)),
+            noema_core::content_id::ContentId::of_bytes(&bytes).into_string(),
             *id
         );
     }

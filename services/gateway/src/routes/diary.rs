@@ -12,6 +12,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{MethodRouter, delete, get, patch, post};
 use noema_core::ErrorCode;
+use noema_core::time::proto::iso_millis;
 use noema_proto::identity::v1 as pb;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -20,7 +21,6 @@ use crate::GatewayState;
 use crate::error::{ApiError, ErrorStyle};
 use crate::forward::{grpc, json_body};
 use crate::go_json::GoJson;
-use crate::time_format::iso_millis;
 use crate::{RouteDoc, doc};
 
 type Reply = Result<GoJson<Value>, ApiError>;

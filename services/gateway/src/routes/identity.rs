@@ -4,6 +4,7 @@
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
+use noema_core::time::proto::{parse_rfc3339, rfc3339_seconds};
 use noema_proto::identity::v1 as pb;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -12,7 +13,6 @@ use crate::GatewayState;
 use crate::error::{ApiError, ErrorStyle, Styled};
 use crate::forward::{grpc, json_body};
 use crate::go_json::GoJson;
-use crate::time_format::{parse_rfc3339, rfc3339_seconds};
 use crate::{RouteDoc, doc};
 use axum::routing::{MethodRouter, get, post};
 

@@ -3,6 +3,7 @@
 
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
+use noema_core::time::proto::rfc3339_seconds;
 use noema_proto::common::v1::PageRequest;
 use noema_proto::ledger::v1 as pb;
 use serde::Serialize;
@@ -12,7 +13,6 @@ use crate::GatewayState;
 use crate::error::ApiError;
 use crate::forward::grpc;
 use crate::go_json::GoJson;
-use crate::time_format::rfc3339_seconds;
 use crate::{RouteDoc, doc};
 use axum::routing::{MethodRouter, get, post};
 

@@ -9,6 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use noema_core::ErrorCode;
+use noema_core::time::proto::{parse_rfc3339, rfc3339_seconds};
 use noema_proto::common::v1::PageRequest;
 use noema_proto::ledger::v1 as pb;
 use serde::Serialize;
@@ -19,7 +20,6 @@ use crate::error::{ApiError, ErrorStyle, Styled};
 use crate::forward::grpc;
 use crate::go_json::GoJson;
 use crate::routes::ledger::list_limit;
-use crate::time_format::rfc3339_seconds;
 use crate::{RouteDoc, doc};
 use axum::routing::{MethodRouter, get, post};
 
@@ -332,14 +332,12 @@ fn time_filter(
 ) -> Result<Option<prost_types::Timestamp>, ApiError> {
     match value {
         None | Some("") => Ok(None),
-        Some(text) => crate::time_format::parse_rfc3339(text)
-            .map(Some)
-            .ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "{name} must be an RFC 3339 timestamp like 2026-01-31T12:00:00Z"
-                ))
-                .styled(STYLE)
-            }),
+        Some(text) => parse_rfc3339(text).map(Some).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "{name} must be an RFC 3339 timestamp like 2026-01-31T12:00:00Z"
+            ))
+            .styled(STYLE)
+        }),
     }
 }
 

@@ -33,9 +33,8 @@ fn from_timestamp(
     field: &str,
     at: &prost_types::Timestamp,
 ) -> Result<OffsetDateTime, IdentityError> {
-    let nanos = i128::from(at.seconds) * 1_000_000_000 + i128::from(at.nanos);
-    OffsetDateTime::from_unix_timestamp_nanos(nanos)
-        .map_err(|_| IdentityError::InvalidArgument(format!("{field} is out of range")))
+    noema_core::time::proto::to_time(at)
+        .ok_or_else(|| IdentityError::InvalidArgument(format!("{field} is out of range")))
 }
 
 fn agent_to_proto(agent: Agent) -> pb::Agent {

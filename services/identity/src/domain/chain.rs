@@ -4,7 +4,7 @@
 //! `{"agent","cid","entry","prev","seq","signature","v":"noema:signature-chain:v1"}`, and
 //! the newest link is also kept as the agent's chain head.
 
-use noema_core::content_id::sha256_hex;
+use noema_core::content_id::ContentId;
 
 use crate::error::IdentityError;
 
@@ -40,7 +40,7 @@ pub fn link_hash(
         "v": CHAIN_VERSION,
     }))
     .map_err(|e| IdentityError::Corrupt(format!("chain link: {e}")))?;
-    Ok(format!("sha256:{}", sha256_hex(&bytes)))
+    Ok(ContentId::of_bytes(&bytes).into_string())
 }
 
 /// The next link after `head` (`None` for an agent's first signature).

@@ -2,10 +2,9 @@
 //! principal, scopes, namespaces and an optional expiry. Templates follow CogniRelay's
 //! governance policy (seed 001).
 
-use noema_core::content_id::sha256_hex;
+use noema_core::content_id::ContentId;
 use noema_core::scopes::{self, Principal};
 use time::OffsetDateTime;
-use time::macros::format_description;
 
 use crate::error::IdentityError;
 
@@ -93,22 +92,19 @@ impl TokenRecord {
 
 /// `sha256:<hex>` of a token secret: the only form in which tokens are stored or compared.
 pub fn token_sha256(secret: &str) -> String {
-    format!("sha256:{}", sha256_hex(secret.as_bytes()))
+    ContentId::of_bytes(secret.as_bytes()).into_string()
 }
 
-/// Accepts `sha256:<hex>` or bare hex (CogniRelay accepts both) and returns `sha256:<hex>`.
+/// Accepts `sha256:<hex>` or bare hex in either case (CogniRelay accepts both) and returns
+/// the stored form, `sha256:<lowercase hex>`.
 pub fn normalize_sha256(text: &str) -> Result<String, IdentityError> {
-    let hex = text
-        .strip_prefix("sha256:")
-        .unwrap_or(text)
-        .to_ascii_lowercase();
-    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        Ok(format!("sha256:{hex}"))
-    } else {
-        Err(IdentityError::InvalidArgument(
-            "token_sha256 must be 64 hex digits, optionally prefixed with sha256:".into(),
-        ))
-    }
+    ContentId::parse_normalizing(text)
+        .map(ContentId::into_string)
+        .map_err(|_| {
+            IdentityError::InvalidArgument(
+                "token_sha256 must be 64 hex digits, optionally prefixed with sha256:".into(),
+            )
+        })
 }
 
 fn random_hex(bytes: usize) -> Result<String, IdentityError> {
@@ -124,11 +120,7 @@ pub fn generate_secret() -> Result<String, IdentityError> {
 
 /// `tok_<YYYYMMDDTHHMMSSZ>_<8 hex>`, as CogniRelay.
 pub fn generate_token_id(now: OffsetDateTime) -> Result<String, IdentityError> {
-    let stamp = now
-        .format(format_description!(
-            "[year][month][day]T[hour][minute][second]Z"
-        ))
-        .map_err(|e| IdentityError::Corrupt(e.to_string()))?;
+    let stamp = noema_core::time::basic_seconds(now);
     Ok(format!("tok_{stamp}_{}", random_hex(4)?))
 }
 

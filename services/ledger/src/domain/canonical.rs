@@ -1,11 +1,10 @@
 //! Canonical objects: immutable, content-addressed, validated exactly as open-cognition
 //! does — same checks, same order, same messages (`shared/compat/open-cognition.md` §4).
 
-use noema_core::content_id::sha256_hex;
+use noema_core::content_id::ContentId;
+use noema_core::time::{parse_go_rfc3339, utc_date_path, utc_whole_seconds};
 use serde_json::Value;
 use time::OffsetDateTime;
-
-use super::timestamp;
 
 pub const SCHEMA_VERSION: &str = "0.1.0";
 pub const OBJECT_TYPES: [&str; 4] = ["observation", "document", "tool_output", "policy"];
@@ -53,14 +52,6 @@ fn invalid(text: impl Into<String>) -> Invalid {
     Invalid(text.into())
 }
 
-pub fn is_content_id(text: &str) -> bool {
-    text.len() == 71
-        && text.starts_with("sha256:")
-        && text[7..]
-            .bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
 /// `^canonical/[a-z_]+/[0-9]{4}/[0-9]{2}/[0-9]{2}/sha256:[0-9a-f]{64}\.json$`
 fn is_storage_path_shape(path: &str) -> bool {
     let Some(rest) = path.strip_prefix("canonical/") else {
@@ -75,7 +66,7 @@ fn is_storage_path_shape(path: &str) -> bool {
                 && digits(yyyy, 4)
                 && digits(mm, 2)
                 && digits(dd, 2)
-                && file.strip_suffix(".json").is_some_and(is_content_id)
+                && file.strip_suffix(".json").is_some_and(ContentId::is_valid)
         }
         _ => false,
     }
@@ -85,7 +76,7 @@ fn is_storage_path_shape(path: &str) -> bool {
 pub fn expected_storage_path(object_type: &str, created_at: OffsetDateTime, id: &str) -> String {
     format!(
         "canonical/{object_type}/{}/{id}.json",
-        timestamp::utc_date_path(created_at)
+        utc_date_path(created_at)
     )
 }
 
@@ -103,7 +94,7 @@ pub fn validate(
     if s.schema_version != SCHEMA_VERSION {
         return Err(invalid("schema_version must be '0.1.0'"));
     }
-    if !is_content_id(&s.id) {
+    if !ContentId::is_valid(&s.id) {
         return Err(invalid("id must match sha256:[0-9a-f]{64}"));
     }
     if !OBJECT_TYPES.contains(&s.object_type.as_str()) {
@@ -120,7 +111,7 @@ pub fn validate(
     if s.created_by.is_empty() {
         return Err(invalid("created_by is required"));
     }
-    let created_at = timestamp::parse_rfc3339(&s.created_at)
+    let created_at = parse_go_rfc3339(&s.created_at)
         .ok_or_else(|| invalid("created_at must be a valid RFC3339 timestamp"))?;
     if !is_storage_path_shape(&s.storage_path) {
         return Err(invalid(
@@ -136,8 +127,8 @@ pub fn validate(
             s.payload.len()
         )));
     }
-    let computed = format!("sha256:{}", sha256_hex(&s.payload));
-    if computed != s.id {
+    let computed = ContentId::of_bytes(&s.payload);
+    if computed.as_str() != s.id {
         return Err(invalid(format!(
             "payload hash mismatch: id is {} but sha256(payload) is {computed}",
             s.id
@@ -168,7 +159,7 @@ pub fn validate(
         content_type: s.content_type,
         size_bytes: s.size_bytes,
         created_at_text: s.created_at,
-        created_at: timestamp::normalize(created_at),
+        created_at: utc_whole_seconds(created_at),
         created_by: s.created_by,
         storage_path: s.storage_path,
         metadata: s
@@ -186,7 +177,7 @@ mod tests {
 
     fn good() -> CanonicalSubmission {
         let payload = br#"{"smoke":"test"}"#.to_vec();
-        let id = format!("sha256:{}", sha256_hex(&payload));
+        let id = ContentId::of_bytes(&payload).into_string();
         CanonicalSubmission {
             schema_version: "0.1.0".into(),
             storage_path: format!("canonical/observation/2026/04/14/{id}.json"),

@@ -3,4 +3,3 @@
 pub mod canonical;
 pub mod mode;
 pub mod reference;
-pub mod timestamp;

@@ -1,12 +1,13 @@
 //! Agent references: signed, immutable pointers from an agent to a canonical object,
 //! validated as open-cognition does (`shared/compat/open-cognition.md` §5).
 
+use noema_core::content_id::ContentId;
 use noema_core::keys::{PublicKey, Signature, reference_signing_message, verify};
+use noema_core::time::{parse_go_rfc3339, utc_whole_seconds};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::canonical::{Invalid, SCHEMA_VERSION, is_content_id};
-use super::timestamp;
+use super::canonical::{Invalid, SCHEMA_VERSION};
 
 /// Hint attached to missing or malformed signatures and keys (open-cognition's text).
 pub const SIGNING_HINT: &str = "sign the string '{id}:{canonical_object_id}:{agent_id}:{created_at}' \
@@ -110,7 +111,7 @@ pub fn validate_fields(s: &ReferenceSubmission) -> Result<OffsetDateTime, Refusa
     if !is_uuid_v4(&s.id) {
         return Err(refuse("id must be a valid UUID v4"));
     }
-    if !is_content_id(&s.canonical_object_id) {
+    if !ContentId::is_valid(&s.canonical_object_id) {
         return Err(refuse("canonical_object_id must match sha256:[0-9a-f]{64}"));
     }
     if s.agent_id.is_empty() {
@@ -119,7 +120,7 @@ pub fn validate_fields(s: &ReferenceSubmission) -> Result<OffsetDateTime, Refusa
     if s.context.is_empty() {
         return Err(refuse("context is required"));
     }
-    let created_at = timestamp::parse_rfc3339(&s.created_at)
+    let created_at = parse_go_rfc3339(&s.created_at)
         .ok_or_else(|| refuse("created_at must be a valid RFC3339 timestamp"))?;
     if s.relevance.is_some_and(|r| !(0.0..=1.0).contains(&r)) {
         return Err(refuse("relevance must be between 0.0 and 1.0"));
@@ -168,7 +169,7 @@ pub fn accepted(
         id: s.id,
         canonical_object_id: s.canonical_object_id,
         agent_id: s.agent_id,
-        created_at: timestamp::normalize(created_at),
+        created_at: utc_whole_seconds(created_at),
         signed_created_at: s.created_at,
         context: s.context,
         relevance: s.relevance.map(three_decimals),
@@ -193,7 +194,7 @@ mod tests {
         let mut s = ReferenceSubmission {
             schema_version: "0.1.0".into(),
             id: "0b0f5a8e-8d4c-4d2a-9b7e-3f1c2a4b5c6d".into(),
-            canonical_object_id: format!("sha256:{}", "a".repeat(64)),
+            canonical_object_id: ContentId::from_digest(&[0xaa; 32]).into_string(),
             agent_id: "agent:with:colons".into(),
             created_at: "2026-04-14T18:20:43Z".into(),
             context: "seen".into(),

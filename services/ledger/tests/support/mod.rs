@@ -35,7 +35,7 @@ pub fn orphan_reference(id: &str) -> AgentReference {
     let now = OffsetDateTime::now_utc().replace_nanosecond(0).unwrap();
     AgentReference {
         id: id.into(),
-        canonical_object_id: format!("sha256:{}", "0".repeat(64)),
+        canonical_object_id: noema_core::content_id::ContentId::from_digest(&[0; 32]).into_string(),
         agent_id: "agent-x".into(),
         created_at: now,
         signed_created_at: "2026-01-01T00:00:00Z".into(),

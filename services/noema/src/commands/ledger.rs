@@ -434,10 +434,9 @@ async fn reconcile(verify_hashes: bool, client: &ClientFlags) -> Result<(), Comm
 
 fn entry_from_proto(e: common::AuditEntry) -> Result<AuditEntry, CommandError> {
     let at = e.occurred_at.unwrap_or_default();
-    let nanos = i128::from(at.seconds) * 1_000_000_000 + i128::from(at.nanos);
     Ok(AuditEntry {
         id: e.id,
-        occurred_at: OffsetDateTime::from_unix_timestamp_nanos(nanos).map_err(|_| {
+        occurred_at: noema_core::time::proto::to_time(&at).ok_or_else(|| {
             CommandError::Found(format!("audit entry {} has an impossible time", e.id))
         })?,
         actor: e.actor,
