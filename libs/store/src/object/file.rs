@@ -54,6 +54,7 @@ use tokio::io::AsyncReadExt;
 
 use super::key::{validate_key, validate_prefix};
 use super::local::{blocking, create_dir_durably, io_error, require_root, sync_dir};
+use super::page::PageBuilder;
 use super::{ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore};
 
 const OBJECTS: &str = "objects";
@@ -318,87 +319,65 @@ impl FileObjectStore {
             Some(i) => &prefix[..=i],
             None => "",
         };
-        let mut walk = Walk {
-            prefix,
-            start_after,
-            want: limit.saturating_add(1),
-            found: Vec::new(),
-        };
-        walk.dir(&self.root.join(OBJECTS).join(dir_key), dir_key)?;
-        Ok(ListPage::from_one_extra(walk.found, limit))
+        let mut page = PageBuilder::new(prefix, start_after, limit);
+        walk(&mut page, &self.root.join(OBJECTS).join(dir_key), dir_key)?;
+        Ok(page.finish())
     }
 }
 
 /// A depth-first walk that yields keys in byte order without sorting the whole tree: each
 /// directory's entries are sorted with directories compared as `name/`, which is exactly where
-/// their keys fall among their siblings'. Directories wholly outside the prefix or wholly at or
-/// before `start_after` are skipped, and the walk stops once it has `want` keys.
-struct Walk<'a> {
-    prefix: &'a str,
-    start_after: Option<&'a str>,
-    want: usize,
-    found: Vec<ObjectMeta>,
-}
-
-impl Walk<'_> {
-    /// Returns `true` once enough keys were found.
-    fn dir(&mut self, dir: &Path, dir_key: &str) -> io::Result<bool> {
-        let entries = match fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-                return Ok(false);
-            }
-            Err(e) => return Err(e),
-        };
-        let mut children = Vec::new();
-        for entry in entries {
-            let entry = entry?;
-            let Ok(name) = entry.file_name().into_string() else {
-                continue; // not UTF-8: cannot be a key
-            };
-            let file_type = entry.file_type()?;
-            if file_type.is_dir() {
-                children.push((format!("{dir_key}{name}/"), true, entry.path()));
-            } else if file_type.is_file() {
-                children.push((format!("{dir_key}{name}"), false, entry.path()));
-            }
+/// their keys fall among their siblings'. Directories in which the page wants no key are
+/// skipped, and the walk stops once the page is complete. Returns `true` then.
+fn walk(page: &mut PageBuilder<'_>, dir: &Path, dir_key: &str) -> io::Result<bool> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            return Ok(false);
         }
-        children.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Err(e) => return Err(e),
+    };
+    let mut children = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue; // not UTF-8: cannot be a key
+        };
+        let file_type = entry.file_type()?;
+        if file_type.is_dir() {
+            children.push((format!("{dir_key}{name}/"), true, entry.path()));
+        } else if file_type.is_file() {
+            children.push((format!("{dir_key}{name}"), false, entry.path()));
+        }
+    }
+    children.sort_unstable_by(|a, b| a.0.cmp(&b.0));
 
-        for (key, is_dir, path) in children {
-            if is_dir {
-                let overlaps_prefix = key.starts_with(self.prefix) || self.prefix.starts_with(&key);
-                let all_before_start = self
-                    .start_after
-                    .is_some_and(|sa| key.as_str() < sa && !sa.starts_with(&key));
-                if overlaps_prefix && !all_before_start && self.dir(&path, &key)? {
-                    return Ok(true);
-                }
-                continue;
-            }
-            if !key.starts_with(self.prefix)
-                || self.start_after.is_some_and(|sa| key.as_str() <= sa)
-                || validate_key(&key).is_err()
-            {
-                continue;
-            }
-            let meta = match fs::metadata(&path) {
-                Ok(meta) => meta,
-                Err(e) if e.kind() == ErrorKind::NotFound => continue, // deleted meanwhile
-                Err(e) => return Err(e),
-            };
-            self.found.push(ObjectMeta {
-                key,
-                size: meta.len(),
-                content_type: None,
-                last_modified: meta.modified().ok().map(time::OffsetDateTime::from),
-            });
-            if self.found.len() >= self.want {
+    for (key, is_dir, path) in children {
+        if is_dir {
+            if page.may_want_under(&key) && walk(page, &path, &key)? {
                 return Ok(true);
             }
+            continue;
         }
-        Ok(false)
+        if !page.wants(&key) || validate_key(&key).is_err() {
+            continue;
+        }
+        let meta = match fs::metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == ErrorKind::NotFound => continue, // deleted meanwhile
+            Err(e) => return Err(e),
+        };
+        let complete = page.offer(ObjectMeta {
+            key,
+            size: meta.len(),
+            content_type: None,
+            last_modified: meta.modified().ok().map(time::OffsetDateTime::from),
+        });
+        if complete {
+            return Ok(true);
+        }
     }
+    Ok(false)
 }
 
 /// Shared directory `fsync`s ("group sync"). Ledger objects of one type and day all land in one
@@ -637,7 +616,6 @@ impl ObjectStore for FileObjectStore {
         let this = self.clone();
         let prefix = prefix.to_owned();
         let start_after = start_after.map(str::to_owned);
-        let limit = limit.max(1);
         blocking("list", prefix.clone(), move || {
             this.list_blocking(&prefix, start_after.as_deref(), limit)
         })

@@ -8,7 +8,8 @@
 //!   completed `put` wins and readers see either the old or the new object, never a mix.
 //! - `get`/`head` of a missing key: `NotFound` / `None`. `delete` of a missing key: `Ok`.
 //! - `list` returns keys in lexicographic byte order, by plain string prefix (`a/b` matches
-//!   `a/b/c` and `a/bc`). `ObjectMeta::content_type` is `None` in listings (S3 does not return it
+//!   `a/b/c` and `a/bc`); every backend pages through one [`page::PageBuilder`], so the
+//!   cursor rule is the same everywhere. `ObjectMeta::content_type` is `None` in listings (S3 does not return it
 //!   there); use `head` for it.
 //! - Keys follow the rules of [`key`]; a bad key is refused before any I/O, identically on every
 //!   backend.
@@ -20,6 +21,7 @@ pub mod file;
 pub mod key;
 mod local;
 pub mod pack;
+mod page;
 pub mod s3;
 
 use std::pin::Pin;
@@ -86,23 +88,6 @@ pub struct ListPage {
     /// `Some(last key of this page)` when more objects may follow: pass it as `start_after` to
     /// get the next page. `None` when the listing is complete.
     pub next_start_after: Option<String>,
-}
-
-impl ListPage {
-    /// The page for a listing that asked for `limit + 1` objects in key order, so that the
-    /// extra one, if found, says that more follow.
-    pub(crate) fn from_one_extra(mut objects: Vec<ObjectMeta>, limit: usize) -> Self {
-        let next_start_after = if objects.len() > limit {
-            objects.truncate(limit);
-            objects.last().map(|m| m.key.clone())
-        } else {
-            None
-        };
-        ListPage {
-            objects,
-            next_start_after,
-        }
-    }
 }
 
 /// A place to keep immutable blobs by key. See the module documentation for the semantics

@@ -17,6 +17,7 @@ use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use bytes::Bytes;
 
 use super::key::{validate_key, validate_prefix};
+use super::page::PageBuilder;
 use super::{BoxError, ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore};
 use crate::redact::redact_url;
 
@@ -435,12 +436,13 @@ impl ObjectStore for S3ObjectStore {
         limit: usize,
     ) -> Result<ListPage, ObjectError> {
         validate_prefix(prefix)?;
-        let limit = limit.max(1);
+        let mut page = PageBuilder::new(prefix, start_after, limit);
         let full_prefix = self.full_key(prefix);
+        // ListObjectsV2 applies the same rule server side (prefix, StartAfter, key order);
+        // the builder decides what the page holds and when it is complete.
         let mut after = start_after.map(|s| self.full_key(s));
-        let mut objects = Vec::new();
         loop {
-            let want = (limit - objects.len()).min(S3_MAX_KEYS);
+            let want = page.still_wanted().min(S3_MAX_KEYS);
             let output = self
                 .client
                 .list_objects_v2()
@@ -459,28 +461,17 @@ impl ObjectStore for S3ObjectStore {
                 let Some(key) = full.strip_prefix(&self.prefix) else {
                     continue;
                 };
-                objects.push(ObjectMeta {
+                page.offer(ObjectMeta {
                     key: key.to_owned(),
                     size: to_size(object.size()),
                     content_type: None,
                     last_modified: to_time(object.last_modified()),
                 });
             }
-            let Some(last) = last_full_key.filter(|_| truncated) else {
-                return Ok(ListPage {
-                    objects,
-                    next_start_after: None,
-                });
-            };
-            if objects.len() >= limit {
-                objects.truncate(limit);
-                let next = objects.last().map(|m| m.key.clone());
-                return Ok(ListPage {
-                    objects,
-                    next_start_after: next,
-                });
+            match last_full_key.filter(|_| truncated) {
+                Some(last) if !page.is_complete() => after = Some(last),
+                _ => return Ok(page.finish()),
             }
-            after = Some(last);
         }
     }
 

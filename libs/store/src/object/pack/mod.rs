@@ -57,6 +57,7 @@ use self::record::Kind;
 use self::writer::{Active, Append, Writer};
 use super::key::{validate_key, validate_prefix};
 use super::local::{blocking, create_dir_durably, io_error, require_root, sync_dir};
+use super::page::PageBuilder;
 use super::{ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore};
 
 const SEGMENTS: &str = "segments";
@@ -450,22 +451,21 @@ impl ObjectStore for PackObjectStore {
         limit: usize,
     ) -> Result<ListPage, ObjectError> {
         validate_prefix(prefix)?;
-        let limit = limit.max(1);
-        let from = match start_after {
-            Some(after) if after >= prefix => Bound::Excluded(after),
-            _ => Bound::Included(prefix),
-        };
+        let mut page = PageBuilder::new(prefix, start_after, limit);
         let index = self.inner.shared.read_index();
-        let objects: Vec<ObjectMeta> = index
-            .range::<str, _>((from, Bound::Unbounded))
-            .take_while(|(key, _)| key.starts_with(prefix))
-            .take(limit.saturating_add(1))
-            .map(|(key, entry)| ObjectMeta {
+        for (key, entry) in index.range::<str, _>((page.scan_from(), Bound::Unbounded)) {
+            if !page.wants(key) {
+                break; // past the prefix: the index is in key order
+            }
+            let meta = ObjectMeta {
                 content_type: None,
                 ..Self::meta(key, entry)
-            })
-            .collect();
-        Ok(ListPage::from_one_extra(objects, limit))
+            };
+            if page.offer(meta) {
+                break;
+            }
+        }
+        Ok(page.finish())
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
