@@ -10,7 +10,7 @@ use noema_store::object::faulty::{InjectedFault, STICKY};
 use noema_store::object::file::read_content_type_xattr;
 use noema_store::object::{
     self, ContentTypeStorage, FaultyObjectStore, FileObjectStore, FileStoreOptions, ObjectError,
-    ObjectStore, conformance,
+    ObjectStore, WriteRetry, conformance,
 };
 
 fn scratch(what: &str) -> String {
@@ -622,20 +622,40 @@ async fn faulty_store_adds_latency() {
     );
 }
 
-/// A store that lists in reverse order: the suite must notice.
+/// A store in front of another that counts the puts reaching it and, when asked, lists in
+/// reverse order (a misbehaviour the conformance suite must notice).
 #[derive(Debug)]
-struct ReversedListing(Arc<dyn ObjectStore>);
+struct Probe {
+    inner: Arc<dyn ObjectStore>,
+    reverse_listings: bool,
+    puts: std::sync::atomic::AtomicU32,
+}
+
+impl Probe {
+    fn new(inner: Arc<dyn ObjectStore>) -> Self {
+        Probe {
+            inner,
+            reverse_listings: false,
+            puts: Default::default(),
+        }
+    }
+
+    fn puts(&self) -> u32 {
+        self.puts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
 
 #[async_trait::async_trait]
-impl ObjectStore for ReversedListing {
+impl ObjectStore for Probe {
     async fn put(&self, key: &str, body: Bytes, content_type: &str) -> Result<(), ObjectError> {
-        self.0.put(key, body, content_type).await
+        self.puts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.put(key, body, content_type).await
     }
     async fn get(&self, key: &str) -> Result<object::ObjectBody, ObjectError> {
-        self.0.get(key).await
+        self.inner.get(key).await
     }
     async fn head(&self, key: &str) -> Result<Option<object::ObjectMeta>, ObjectError> {
-        self.0.head(key).await
+        self.inner.head(key).await
     }
     async fn list(
         &self,
@@ -643,15 +663,17 @@ impl ObjectStore for ReversedListing {
         start_after: Option<&str>,
         limit: usize,
     ) -> Result<object::ListPage, ObjectError> {
-        let mut page = self.0.list(prefix, start_after, limit).await?;
-        page.objects.reverse();
+        let mut page = self.inner.list(prefix, start_after, limit).await?;
+        if self.reverse_listings {
+            page.objects.reverse();
+        }
         Ok(page)
     }
     async fn delete(&self, key: &str) -> Result<(), ObjectError> {
-        self.0.delete(key).await
+        self.inner.delete(key).await
     }
     async fn check(&self) -> Result<(), ObjectError> {
-        self.0.check().await
+        self.inner.check().await
     }
 }
 
@@ -659,5 +681,141 @@ impl ObjectStore for ReversedListing {
 #[should_panic(expected = "case `list_paging` failed")]
 async fn conformance_catches_a_misbehaving_store() {
     let (_dir, inner) = file_store().await;
-    conformance::run_all(Arc::new(ReversedListing(inner)), &scratch("broken")).await;
+    let reversed = Probe {
+        reverse_listings: true,
+        ..Probe::new(inner)
+    };
+    conformance::run_all(Arc::new(reversed), &scratch("broken")).await;
+}
+
+/// A quick policy for tests: the same rule as [`WriteRetry::STANDARD`], short pauses.
+const QUICK_RETRY: WriteRetry = WriteRetry {
+    attempts: WriteRetry::STANDARD.attempts,
+    first_delay: Duration::from_millis(1),
+};
+
+#[tokio::test]
+async fn write_retry_makes_exactly_its_attempts() {
+    let (_dir, inner) = file_store().await;
+    let faulty = FaultyObjectStore::new(inner.clone());
+    let write = || QUICK_RETRY.put(&faulty, "k", Bytes::from_static(b"v"), "text/plain");
+    let attempts = u64::from(QUICK_RETRY.attempts);
+    assert_eq!(WriteRetry::STANDARD.attempts, 3);
+
+    faulty.fail_next_puts(STICKY);
+    assert_injected(&write().await.expect_err("a store that stays down"));
+    assert_eq!(faulty.injected_faults(), attempts);
+
+    // Fewer failures than attempts: the write lands.
+    faulty.reset();
+    faulty.fail_next_puts(QUICK_RETRY.attempts - 1);
+    write().await.expect("the last attempt succeeds");
+    assert_eq!(faulty.injected_faults(), 2 * attempts - 1);
+    assert!(inner.head("k").await.expect("head").is_some());
+
+    // A lost acknowledgement: the repeated put stores the same bytes again.
+    faulty.lose_next_put_acks(1);
+    write().await.expect("retried after the lost ack");
+    assert_eq!(faulty.injected_faults(), 2 * attempts);
+}
+
+#[tokio::test]
+async fn write_retry_does_not_repeat_what_waiting_cannot_mend() {
+    let (_dir, inner) = file_store().await;
+    let probe = Probe::new(inner);
+    let err = QUICK_RETRY
+        .put(&probe, "/not a key", Bytes::from_static(b"v"), "")
+        .await
+        .expect_err("an invalid key");
+    assert!(!err.is_retryable(), "{err:?}");
+    assert_eq!(probe.puts(), 1);
+}
+
+/// An S3 endpoint on 127.0.0.1 that answers every request `503 SlowDown` and counts them.
+async fn slow_down_server() -> (String, Arc<std::sync::atomic::AtomicU32>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
+    let requests = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counter = requests.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                // Read the head, then the body it announces, then answer and close.
+                let mut received = Vec::new();
+                let mut buf = [0u8; 8192];
+                let head_end = loop {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => received.extend_from_slice(&buf[..n]),
+                    }
+                    if let Some(i) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                };
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let head = String::from_utf8_lossy(&received[..head_end]).to_ascii_lowercase();
+                let body_len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                while received.len() < head_end + body_len {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => received.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let body = if head.starts_with("head ") {
+                    String::new()
+                } else {
+                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code>\
+                     <Message>Please reduce your request rate.</Message></Error>"
+                        .to_owned()
+                };
+                let response = format!(
+                    "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/xml\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    (endpoint, requests)
+}
+
+/// The SDK's retries do not nest inside the write policy: a put is one request, a write
+/// through the policy exactly its attempts (not attempts × the SDK's three).
+#[tokio::test]
+async fn s3_puts_are_retried_by_the_write_policy_alone() {
+    let (endpoint, requests) = slow_down_server().await;
+    let mut url = url::Url::parse(&s3_url_with(None, Some(("endpoint", &endpoint)))).expect("url");
+    let query: Vec<(String, String)> = url
+        .query_pairs()
+        .filter(|(k, _)| k != "create_bucket")
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    url.query_pairs_mut().clear().extend_pairs(&query);
+    let store = object::open(url.as_str()).await.expect("open s3 store");
+    let count = || requests.load(std::sync::atomic::Ordering::SeqCst);
+
+    let err = store
+        .put("k", Bytes::from_static(b"v"), "text/plain")
+        .await
+        .expect_err("the server slows everyone down");
+    assert!(err.is_retryable(), "503 SlowDown is Unavailable: {err:?}");
+    assert_eq!(count(), 1, "a put is sent once");
+
+    let err = QUICK_RETRY
+        .put(store.as_ref(), "k", Bytes::from_static(b"v"), "text/plain")
+        .await
+        .expect_err("still slowed down");
+    assert!(err.is_retryable(), "{err:?}");
+    assert_eq!(count(), 1 + QUICK_RETRY.attempts);
 }

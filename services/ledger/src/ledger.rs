@@ -15,6 +15,7 @@ use noema_core::keys::PublicKey;
 use noema_proto::identity::v1::RegisterAgentRequest;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_runtime::client::TracedChannel;
+use noema_store::object::WriteRetry;
 use noema_store::{ObjectBody, ObjectStore};
 use time::OffsetDateTime;
 use tonic::metadata::{Ascii, MetadataValue};
@@ -25,9 +26,6 @@ use crate::domain::reference::{self, AgentReference, ReferenceSubmission};
 use crate::error::LedgerError;
 use crate::store::{LedgerStore, Page, Query};
 
-/// Attempts for one object-store write, and the base delay between them.
-const STORAGE_ATTEMPTS: u32 = 3;
-const STORAGE_RETRY_BASE: Duration = Duration::from_millis(200);
 /// Rows per database page when walking the whole ledger.
 const WALK_PAGE: u32 = 200;
 /// Concurrent object-store calls during reconciliation.
@@ -117,41 +115,20 @@ impl Ledger {
             }
             tracing::info!(path = %object.storage_path, "adopting orphaned object from an earlier write");
         } else {
-            self.write_with_retry(
-                &object.storage_path,
-                Bytes::from(payload),
-                &object.content_type,
-            )
-            .await?;
+            WriteRetry::STANDARD
+                .put(
+                    self.objects.as_ref(),
+                    &object.storage_path,
+                    Bytes::from(payload),
+                    &object.content_type,
+                )
+                .await
+                .map_err(LedgerError::StorageWrite)?;
         }
         match self.store.insert_canonical(&object, submitted_by).await {
             Ok(()) => Ok(object),
             Err(err @ (LedgerError::DuplicateCanonical | LedgerError::Stopped)) => Err(err),
             Err(err) => Err(LedgerError::LedgerInsertAfterStore(Box::new(err))),
-        }
-    }
-
-    async fn write_with_retry(
-        &self,
-        key: &str,
-        body: Bytes,
-        content_type: &str,
-    ) -> Result<(), LedgerError> {
-        let mut attempt = 1;
-        loop {
-            match self.objects.put(key, body.clone(), content_type).await {
-                Ok(()) => return Ok(()),
-                Err(err) if err.is_retryable() && attempt < STORAGE_ATTEMPTS => {
-                    // 200 ms, 400 ms, with up to 25% jitter from the clock.
-                    let base = STORAGE_RETRY_BASE * 2u32.pow(attempt - 1);
-                    let jitter = base
-                        .mul_f64(f64::from(OffsetDateTime::now_utc().nanosecond() % 250) / 1000.0);
-                    tracing::warn!(attempt, error = %noema_core::ErrorChain(&err), "object store write failed; retrying");
-                    tokio::time::sleep(base + jitter).await;
-                    attempt += 1;
-                }
-                Err(err) => return Err(LedgerError::StorageWrite(err)),
-            }
         }
     }
 

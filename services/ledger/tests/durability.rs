@@ -117,6 +117,12 @@ async fn storage_that_stays_down_writes_no_row(postgres: bool) {
     let id = s.id.clone();
     let err = rig.ledger.put_canonical(s, "t").await.unwrap_err();
     assert!(matches!(err, LedgerError::StorageWrite(_)), "{err:?}");
+    // The ledger retries through the one write policy: its attempts reach the store, no
+    // more and no fewer.
+    assert_eq!(
+        rig.faults.injected_faults(),
+        u64::from(noema_store::object::WriteRetry::STANDARD.attempts)
+    );
     assert!(
         rig.ledger
             .store()

@@ -13,6 +13,8 @@
 //!   there); use `head` for it.
 //! - Keys follow the rules of [`key`]; a bad key is refused before any I/O, identically on every
 //!   backend.
+//! - A store sends each `put` once; retrying a write is the caller's, through the one policy
+//!   in [`retry`].
 
 pub mod conformance;
 mod error;
@@ -22,6 +24,7 @@ pub mod key;
 mod local;
 pub mod pack;
 mod page;
+pub mod retry;
 pub mod s3;
 
 use std::pin::Pin;
@@ -35,6 +38,7 @@ pub use error::{ACCEPTED_OBJECT_STORE_URLS, BoxError, ObjectError};
 pub use faulty::FaultyObjectStore;
 pub use file::{ContentTypeStorage, FileObjectStore, FileStoreOptions};
 pub use pack::{PackObjectStore, PackStoreOptions};
+pub use retry::WriteRetry;
 pub use s3::S3ObjectStore;
 
 use crate::redact::redact_url;

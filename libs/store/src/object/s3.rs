@@ -9,6 +9,7 @@ use std::fmt;
 use async_trait::async_trait;
 use aws_config::BehaviorVersion;
 use aws_config::meta::region::RegionProviderChain;
+use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{Region, RequestChecksumCalculation, ResponseChecksumValidation};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
@@ -364,6 +365,12 @@ impl ObjectStore for S3ObjectStore {
             request = request.content_type(content_type);
         }
         request
+            .customize()
+            // One attempt: writes are retried by the one policy above the store
+            // (`super::retry`), so the SDK's retries must not nest inside it.
+            .config_override(
+                aws_sdk_s3::config::Builder::new().retry_config(RetryConfig::disabled()),
+            )
             .send()
             .await
             .map(drop)
