@@ -16,7 +16,6 @@ use std::io;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Number, Value};
-use sha2::{Digest, Sha256};
 
 /// A JSON value that keeps object keys in the order they were written.
 #[derive(Debug, Clone, PartialEq)]
@@ -361,14 +360,7 @@ pub fn canonical_json<T: Serialize + ?Sized>(value: &T) -> String {
 }
 
 /// Lowercase hex SHA-256 of some bytes.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
-    for byte in digest {
-        out.push_str(&format!("{byte:02x}"));
-    }
-    out
-}
+pub use noema_core::content_id::sha256_hex;
 
 /// Python's `==` on JSON values: `1 == 1.0 == True`, dicts equal whatever their key order.
 pub fn py_eq(left: &Value, right: &Value) -> bool {

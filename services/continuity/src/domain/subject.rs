@@ -4,7 +4,7 @@
 //! key, as in the original). The paths are the ones CogniRelay answers with (`path`,
 //! `archived_path`, …); Noema stores elsewhere but speaks these names.
 
-use sha2::{Digest, Sha256};
+use noema_core::content_id::sha256_hex;
 
 use super::error::ContinuityError;
 use super::model::SubjectKind;
@@ -101,8 +101,7 @@ impl SubjectKey {
 
     /// `continuity_<sha256 of "<kind>:<key>">`, the original's lock id.
     pub fn lock_id(&self) -> String {
-        let digest = Sha256::digest(format!("{}:{}", self.kind, self.key).as_bytes());
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = sha256_hex(format!("{}:{}", self.kind, self.key).as_bytes());
         format!("continuity_{hex}")
     }
 }

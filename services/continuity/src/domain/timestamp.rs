@@ -56,24 +56,10 @@ pub fn format_iso(at: OffsetDateTime) -> String {
 }
 
 /// `YYYYMMDDTHHMMSSZ` (microseconds dropped), for archive names.
-pub fn format_compact(at: OffsetDateTime) -> String {
-    let utc = at.to_offset(UtcOffset::UTC);
-    format!(
-        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
-        utc.year(),
-        u8::from(utc.month()),
-        utc.day(),
-        utc.hour(),
-        utc.minute(),
-        utc.second()
-    )
-}
+pub use noema_core::time::basic_seconds as format_compact;
 
 /// The request instant as the original takes it: UTC, microseconds dropped.
-pub fn whole_seconds(now: OffsetDateTime) -> OffsetDateTime {
-    let utc = now.to_offset(UtcOffset::UTC);
-    utc.replace_nanosecond(0).unwrap_or(utc)
-}
+pub use noema_core::time::utc_whole_seconds as whole_seconds;
 
 /// `(later - earlier).total_seconds()`.
 pub fn total_seconds(later: OffsetDateTime, earlier: OffsetDateTime) -> f64 {
