@@ -96,6 +96,13 @@ impl ContentId {
         Ok(ContentId(format!("{PREFIX}{}", hex.to_ascii_lowercase())))
     }
 
+    /// Id for exactly 64 lowercase hex digits (no prefix): the bare form of [`FromStr`],
+    /// for formats that store the digest without its prefix and compare it as text.
+    pub fn from_lowercase_hex(hex: &str) -> Result<ContentId, ContentIdError> {
+        check_hex(hex, Digits::Lowercase)?;
+        Ok(ContentId(format!("{PREFIX}{hex}")))
+    }
+
     /// The lenient reading for text from people and other systems: `sha256:` optional, hex
     /// in either case; the result is the one stored form. Ids Noema compares as submitted
     /// (open-cognition's) use [`FromStr`] instead, which refuses anything but that form.
@@ -278,6 +285,11 @@ mod tests {
             );
         }
         assert_eq!(ContentId::from_hex(&ABC.to_uppercase()).as_ref(), Ok(&id));
+        assert_eq!(ContentId::from_lowercase_hex(ABC).as_ref(), Ok(&id));
+        assert_eq!(
+            ContentId::from_lowercase_hex(&ABC.to_uppercase()),
+            Err(ContentIdError::InvalidDigit { found: 'B' })
+        );
         assert_eq!(
             ContentId::parse_normalizing("sha256:xyz"),
             Err(ContentIdError::InvalidDigit { found: 'x' })
