@@ -412,7 +412,7 @@ mod tests {
             requires_approval: true,
             forbidden: false,
             policy_version: "p".into(),
-            policy_hash: format!("sha256:{}", "0".repeat(64)),
+            policy_hash: noema_core::content_id::ContentId::from_digest(&[0; 32]).into_string(),
             approvals_required: required,
             required_scope: vec!["ledger:write".into(), "notify:team".into()],
             steps: vec![],

@@ -447,7 +447,7 @@ mod tests {
             requires_approval,
             forbidden,
             policy_version: "p".into(),
-            policy_hash: format!("sha256:{}", "0".repeat(64)),
+            policy_hash: ContentId::from_digest(&[0; 32]).into_string(),
             approvals_required: u8::from(requires_approval),
             required_scope: vec![],
             steps: vec![],

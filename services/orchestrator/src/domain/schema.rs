@@ -493,7 +493,7 @@ mod tests {
                        "source": "orchestrator", "plan_id": "plan-1", "risk_level": "L0",
                        "reasons": [], "required_permission": "", "requires_approval": false,
                        "forbidden": false, "policy_version": "p", "approvals_required": 0,
-                       "policy_hash": format!("sha256:{}", "0".repeat(64)),
+                       "policy_hash": noema_core::content_id::ContentId::from_digest(&[0; 32]).into_string(),
                        "required_scope": [], "steps": []}),
             ),
             (

@@ -6,9 +6,7 @@ use time::format_description::well_known::Rfc3339;
 use time::{OffsetDateTime, UtcOffset};
 
 /// Parses an RFC 3339 date-time.
-pub fn parse(text: &str) -> Option<OffsetDateTime> {
-    OffsetDateTime::parse(text, &Rfc3339).ok()
-}
+pub use noema_core::time::parse_rfc3339 as parse;
 
 /// `at` in UTC, truncated to microseconds.
 pub fn normalize(at: OffsetDateTime) -> OffsetDateTime {

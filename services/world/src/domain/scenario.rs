@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 use time::macros::datetime;
 
 use super::hash::HashRef;
@@ -150,7 +149,7 @@ impl Scenario {
             start: simulation
                 .start
                 .as_deref()
-                .and_then(|text| OffsetDateTime::parse(text, &Rfc3339).ok())
+                .and_then(noema_core::time::parse_rfc3339)
                 .unwrap_or(defaults.start),
             turn_seconds: simulation.turn_seconds.unwrap_or(defaults.turn_seconds),
         }
