@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use noema_client::ledger::{canonical_request, signed_reference};
-use noema_client::{ClientError, Noema, SigningKeyPair};
+use noema_client::{ClientError, Noema, Reason, SigningKeyPair};
 use time::OffsetDateTime;
 
 async fn observe(noema: &Noema, agent: &str, key: &SigningKeyPair) -> Result<String, ClientError> {
@@ -31,7 +31,7 @@ async fn observe(noema: &Noema, agent: &str, key: &SigningKeyPair) -> Result<Str
     // Content addressing: the same bytes already recorded is as good as recording them.
     let id = match noema.put_canonical(request.clone()).await {
         Ok(object) => object.id,
-        Err(ClientError::Status(s)) if s.code() == noema_client::Code::AlreadyExists => request.id,
+        Err(e) if e.reason() == Some(Reason::AlreadyExists) => request.id,
         Err(e) => return Err(e),
     };
     let mut reference = signed_reference(key, agent, &id, "observed by the example observer", now)?;

@@ -13,9 +13,6 @@ use time::OffsetDateTime;
 
 use crate::{ClientError, Noema};
 
-/// The message the ledger answers writes with while halted.
-pub const STOPPED_MESSAGE: &str = "system is STOPPED; no writes accepted";
-
 /// `YYYY-MM-DDTHH:MM:SSZ` (what open-cognition's clients send).
 pub use noema_core::time::rfc3339_seconds as utc_seconds;
 
@@ -75,12 +72,14 @@ pub fn signed_reference(
 }
 
 fn refused_because_stopped(status: &tonic::Status) -> bool {
-    status.code() == tonic::Code::Unavailable && status.message() == STOPPED_MESSAGE
+    noema_core::Failure::from_status(status).reason == noema_core::Reason::SystemStopped
 }
 
 impl Noema {
-    /// Submits a canonical object. `AlreadyExists` means the same bytes are already in
-    /// the ledger (content addressing makes that a success for most callers).
+    /// Submits a canonical object. The reason `ALREADY_EXISTS` ([`ClientError::reason`])
+    /// means the same bytes are already in the ledger (content addressing makes that a
+    /// success for most callers); `STORAGE_CONFLICT` is not that: an operator must
+    /// reconcile.
     pub async fn put_canonical(
         &self,
         request: pb::PutCanonicalRequest,

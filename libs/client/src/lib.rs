@@ -26,6 +26,7 @@ pub mod pb {
 }
 
 pub use noema_core::keys::{PublicKey, Signature, SigningKeyPair};
+pub use noema_core::{ErrorCode, Failure, Reason};
 pub use tonic::{Code, Status};
 
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +48,32 @@ pub enum ClientError {
     /// [`Noema::wait_until_running`]; do not retry in a loop.
     #[error("the system is STOPPED; writes are refused until it is resumed")]
     Stopped,
+}
+
+impl ClientError {
+    /// The server's stable reason for refusing the call (`google.rpc.ErrorInfo`), when
+    /// it refused one: decide on this, never on the message text. `None` for failures
+    /// on this side (endpoint, connection, token, local checks).
+    pub fn reason(&self) -> Option<Reason> {
+        match self {
+            ClientError::Status(status) => Some(Failure::from_status(status).reason),
+            ClientError::Stopped => Some(Reason::SystemStopped),
+            _ => None,
+        }
+    }
+
+    /// Everything the server said about a refused call: code, reason, message,
+    /// metadata, retry delay and hint.
+    pub fn failure(&self) -> Option<Failure> {
+        match self {
+            ClientError::Status(status) => Some(Failure::from_status(status)),
+            ClientError::Stopped => Some(
+                Failure::new(ErrorCode::Unavailable, noema_core::STOPPED_MESSAGE)
+                    .with_reason(Reason::SystemStopped),
+            ),
+            _ => None,
+        }
+    }
 }
 
 /// Adds `authorization: Bearer <token>` to every call.

@@ -154,11 +154,15 @@ reasons! {
     // Specific reasons.
     /// The request body is not JSON of the expected shape (decided by the gateway).
     MalformedBody = "MALFORMED_BODY",
-    /// Writes are halted (open-cognition's STOPPED mode).
+    /// A query parameter cannot be read (decided by the gateway), e.g. a time filter
+    /// that is not RFC 3339.
+    MalformedQuery = "MALFORMED_QUERY",
+    /// Writes are halted (open-cognition's STOPPED mode); [`STOPPED_MESSAGE`] says so.
     SystemStopped = "SYSTEM_STOPPED",
     /// Trust on first use: the agent is registered with another public key.
     PublicKeyMismatch = "PUBLIC_KEY_MISMATCH",
-    /// Too many requests; `RetryInfo` says when to try again.
+    /// Too many requests; `RetryInfo` says when to try again and the metadata names the
+    /// quota (`quota`, `quota_limit`).
     RateLimited = "RATE_LIMITED",
     /// The request is in a state that does not allow the call (the orchestrator's 409);
     /// metadata `state` and `allowed` (the calls that would be accepted).
@@ -173,7 +177,27 @@ reasons! {
     ApprovalRefused = "APPROVAL_REFUSED",
     /// An evaluation names a suite the risk policy does not declare.
     UnknownEvalSuite = "UNKNOWN_EVAL_SUITE",
+    /// A signing request's time ran out before a signature was submitted.
+    SigningRequestExpired = "SIGNING_REQUEST_EXPIRED",
+    /// A signing request already has its signature; its nonce is spent.
+    SigningRequestCompleted = "SIGNING_REQUEST_COMPLETED",
+    /// The signature (hence its signing request) already signed another entry.
+    SignatureReused = "SIGNATURE_REUSED",
+    /// The object's bytes are in storage without a ledger row (an orphaned write), so
+    /// this is not a harmless duplicate: reconcile.
+    StorageConflict = "STORAGE_CONFLICT",
 }
+
+/// The ledger's text for [`Reason::SystemStopped`] (open-cognition's own words), shared by
+/// the ledger and by the gateway, which answers it before decoding a write.
+pub const STOPPED_MESSAGE: &str = "system is STOPPED; no writes accepted";
+
+/// `ErrorInfo.metadata` key naming the quota of a [`Reason::RateLimited`] failure.
+pub const QUOTA_KEY: &str = "quota";
+/// `ErrorInfo.metadata` key with the quota's limit, a decimal number.
+pub const QUOTA_LIMIT_KEY: &str = "quota_limit";
+/// The quota of pending signing requests per agent (MoltNet's signing-request limit).
+pub const PENDING_SIGNING_REQUESTS: &str = "pending_signing_requests";
 
 /// The `ErrorInfo` domain of every reason Noema sends.
 pub const REASON_DOMAIN: &str = "noema";
@@ -241,6 +265,22 @@ pub trait ServiceError: std::error::Error {
     fn hint(&self) -> Option<String> {
         None
     }
+
+    /// What crosses the hop: the parts above, put together.
+    fn failure(&self) -> Failure {
+        Failure {
+            code: self.code(),
+            reason: self.reason(),
+            message: self.public_message(),
+            metadata: self
+                .metadata()
+                .into_iter()
+                .map(|(key, value)| (key.to_owned(), value))
+                .collect(),
+            retry_after: self.retry_after(),
+            hint: self.hint(),
+        }
+    }
 }
 
 /// The single conversion from a service error to a `tonic::Status`: code, public message,
@@ -251,19 +291,7 @@ pub fn to_status<E: ServiceError + ?Sized>(err: &E) -> tonic::Status {
     if code == ErrorCode::Internal {
         tracing::error!(code = %code, error = %ErrorChain(err), "request failed");
     }
-    Failure {
-        code,
-        reason: err.reason(),
-        message: err.public_message(),
-        metadata: err
-            .metadata()
-            .into_iter()
-            .map(|(key, value)| (key.to_owned(), value))
-            .collect(),
-        retry_after: err.retry_after(),
-        hint: err.hint(),
-    }
-    .to_status()
+    err.failure().to_status()
 }
 
 /// A failure as it crosses a network hop: what [`to_status`] sends and what a caller reads
@@ -289,6 +317,25 @@ impl Failure {
             retry_after: None,
             hint: None,
         }
+    }
+
+    /// The same failure with a specific reason.
+    #[must_use]
+    pub fn with_reason(mut self, reason: Reason) -> Failure {
+        self.reason = reason;
+        self
+    }
+
+    /// The same failure with one more `ErrorInfo.metadata` entry.
+    #[must_use]
+    pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Failure {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// The metadata value under `key`, if any.
+    pub fn metadata_value(&self, key: &str) -> Option<&str> {
+        self.metadata.get(key).map(String::as_str)
     }
 
     /// The status carrying this failure and its details.
@@ -343,6 +390,39 @@ impl Failure {
                 .map(|link| link.description.clone())
                 .filter(|hint| !hint.is_empty()),
         }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// A failure read back from a peer passes on unchanged: its reason, metadata and retry
+/// delay cross the next hop too.
+impl ServiceError for Failure {
+    fn code(&self) -> ErrorCode {
+        self.code
+    }
+    fn reason(&self) -> Reason {
+        self.reason
+    }
+    fn retry_after(&self) -> Option<std::time::Duration> {
+        self.retry_after
+    }
+    fn public_message(&self) -> String {
+        self.message.clone()
+    }
+    fn hint(&self) -> Option<String> {
+        self.hint.clone()
+    }
+    /// Itself, metadata included (whose keys came off the wire, so `metadata()` cannot
+    /// list them).
+    fn failure(&self) -> Failure {
+        self.clone()
     }
 }
 
@@ -441,6 +521,20 @@ mod tests {
         let hinted = Failure::from_status(&to_status(&Hinted));
         assert_eq!(hinted.reason, Reason::InvalidArgument);
         assert_eq!(hinted.hint.as_deref(), Some("do it right"));
+    }
+
+    #[test]
+    fn a_failure_read_back_crosses_the_next_hop_unchanged() {
+        let first = Failure::from_status(&to_status(&Throttled));
+        let second = Failure::from_status(&to_status(&first));
+        assert_eq!(second, first);
+        let stopped = Failure::new(ErrorCode::Unavailable, STOPPED_MESSAGE)
+            .with_reason(Reason::SystemStopped)
+            .with_metadata(QUOTA_KEY, "none");
+        let back = Failure::from_status(&stopped.to_status());
+        assert_eq!(back.reason, Reason::SystemStopped);
+        assert_eq!(back.metadata_value(QUOTA_KEY), Some("none"));
+        assert_eq!(back.to_string(), STOPPED_MESSAGE);
     }
 
     #[test]

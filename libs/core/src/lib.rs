@@ -13,4 +13,6 @@ pub mod keys;
 pub mod scopes;
 pub mod time;
 
-pub use error::{ErrorChain, ErrorCode, Failure, Reason, ServiceError, status_hint, to_status};
+pub use error::{
+    ErrorChain, ErrorCode, Failure, Reason, STOPPED_MESSAGE, ServiceError, status_hint, to_status,
+};

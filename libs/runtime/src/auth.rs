@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use noema_core::content_id::sha256_hex;
 use noema_core::scopes::{AUTHENTICATED, Principal};
+use noema_core::{ErrorCode, ServiceError};
 use noema_proto::identity::v1 as pb;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use tonic::Status;
@@ -32,14 +33,35 @@ pub enum AuthError {
     Rejected(String),
     #[error("identity service unavailable: {0}")]
     Unavailable(String),
+    /// The token is valid but lacks the scope the RPC declares.
+    #[error("missing scope: {required} (the token of {principal} lacks it)")]
+    MissingScope { required: String, principal: String },
+}
+
+impl ServiceError for AuthError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            AuthError::Missing | AuthError::Malformed | AuthError::Rejected(_) => {
+                ErrorCode::Unauthenticated
+            }
+            AuthError::Unavailable(_) => ErrorCode::Unavailable,
+            AuthError::MissingScope { .. } => ErrorCode::PermissionDenied,
+        }
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            AuthError::MissingScope { required, .. } => {
+                vec![("required_scope", required.clone())]
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 impl AuthError {
     pub fn to_status(&self) -> Status {
-        match self {
-            AuthError::Unavailable(_) => Status::unavailable(self.to_string()),
-            _ => Status::unauthenticated(self.to_string()),
-        }
+        noema_core::to_status(self)
     }
 }
 
@@ -106,9 +128,11 @@ impl AuthLayer {
             None => return Err(AuthError::Missing.to_status()),
         };
         if !principal.allows(required) {
-            return Err(Status::permission_denied(format!(
-                "missing scope: {required} (the token of {principal} lacks it)"
-            )));
+            return Err(AuthError::MissingScope {
+                required: required.to_owned(),
+                principal: principal.to_string(),
+            }
+            .to_status());
         }
         Ok(Some(principal))
     }
@@ -175,7 +199,7 @@ pub fn principal<T>(request: &tonic::Request<T>) -> Result<&Principal, Status> {
     request
         .extensions()
         .get::<Principal>()
-        .ok_or_else(|| Status::unauthenticated(AuthError::Missing.to_string()))
+        .ok_or_else(|| AuthError::Missing.to_status())
 }
 
 /// Resolves tokens through the identity service over gRPC, remembering answers for `ttl`

@@ -56,9 +56,11 @@ pub async fn list_audit(
         None
     } else {
         Some(page.page_token.parse::<i64>().map_err(|_| {
-            tonic::Status::invalid_argument(
+            noema_core::Failure::new(
+                noema_core::ErrorCode::InvalidArgument,
                 "page_token is not a token returned by a previous ListAudit call",
             )
+            .to_status()
         })?)
     };
     let limit = page_size(page.page_size);

@@ -1,7 +1,7 @@
 //! The ledger's failures, each knowing its `ErrorCode`. Public texts follow
 //! open-cognition's messages where it has them.
 
-use noema_core::{ErrorChain, ErrorCode, ServiceError};
+use noema_core::{ErrorChain, ErrorCode, Failure, Reason, STOPPED_MESSAGE, ServiceError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
@@ -11,7 +11,11 @@ pub enum LedgerError {
         message: String,
         hint: Option<String>,
     },
-    #[error("system is STOPPED; no writes accepted")]
+    /// Trust on first use refused the reference's key; open-cognition answers this as
+    /// a validation failure, in its own words, with a hint.
+    #[error("public key mismatch")]
+    KeyMismatch { agent_id: String },
+    #[error("{STOPPED_MESSAGE}")]
     Stopped,
     #[error("canonical object with this id already exists")]
     DuplicateCanonical,
@@ -29,9 +33,10 @@ pub enum LedgerError {
     StorageRead(#[source] noema_store::ObjectError),
     #[error("payload stored but ledger insert failed — object may need reconciliation")]
     LedgerInsertAfterStore(#[source] Box<LedgerError>),
-    /// The identity service refused or failed (TOFU key registration).
-    #[error("{}", .0.message())]
-    Identity(tonic::Status),
+    /// The identity service refused or failed (TOFU key registration): its failure,
+    /// reason included, passes on to the caller.
+    #[error("{0}")]
+    Identity(Failure),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
     #[error("audit log: {0}")]
@@ -78,7 +83,9 @@ fn storage_code(err: &noema_store::ObjectError) -> ErrorCode {
 impl ServiceError for LedgerError {
     fn code(&self) -> ErrorCode {
         match self {
-            LedgerError::Invalid { .. } => ErrorCode::InvalidArgument,
+            LedgerError::Invalid { .. } | LedgerError::KeyMismatch { .. } => {
+                ErrorCode::InvalidArgument
+            }
             LedgerError::Stopped | LedgerError::WriterGone => ErrorCode::Unavailable,
             LedgerError::DuplicateCanonical
             | LedgerError::DuplicateReference
@@ -87,7 +94,7 @@ impl ServiceError for LedgerError {
             LedgerError::StorageCheck(e)
             | LedgerError::StorageWrite(e)
             | LedgerError::StorageRead(e) => storage_code(e),
-            LedgerError::Identity(status) => ErrorCode::from_grpc(status.code()),
+            LedgerError::Identity(failure) => failure.code,
             LedgerError::Database(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_)) => {
                 ErrorCode::Unavailable
             }
@@ -98,6 +105,23 @@ impl ServiceError for LedgerError {
         }
     }
 
+    fn reason(&self) -> Reason {
+        match self {
+            LedgerError::Stopped => Reason::SystemStopped,
+            LedgerError::KeyMismatch { .. } => Reason::PublicKeyMismatch,
+            LedgerError::StorageConflict => Reason::StorageConflict,
+            LedgerError::Identity(failure) => failure.reason,
+            _ => Reason::generic(self.code()),
+        }
+    }
+
+    fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            LedgerError::Identity(failure) => failure.retry_after,
+            _ => None,
+        }
+    }
+
     fn public_message(&self) -> String {
         match self {
             // These internal failures have open-cognition's own public texts.
@@ -105,7 +129,7 @@ impl ServiceError for LedgerError {
             | LedgerError::StorageWrite(_)
             | LedgerError::StorageRead(_)
             | LedgerError::LedgerInsertAfterStore(_) => self.to_string(),
-            LedgerError::Identity(status) => status.message().to_owned(),
+            LedgerError::Identity(failure) => failure.message.clone(),
             _ if self.code() == ErrorCode::Internal => "internal error".to_owned(),
             _ if self.code() == ErrorCode::Unavailable
                 && !matches!(self, LedgerError::Stopped | LedgerError::WriterGone) =>
@@ -119,7 +143,10 @@ impl ServiceError for LedgerError {
     fn hint(&self) -> Option<String> {
         match self {
             LedgerError::Invalid { hint, .. } => hint.clone(),
-            LedgerError::Identity(status) => noema_core::status_hint(status),
+            LedgerError::KeyMismatch { agent_id } => {
+                Some(crate::domain::reference::mismatch_hint(agent_id))
+            }
+            LedgerError::Identity(failure) => failure.hint.clone(),
             _ => None,
         }
     }

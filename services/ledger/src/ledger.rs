@@ -12,6 +12,7 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use noema_core::content_id::ContentId;
 use noema_core::keys::PublicKey;
+use noema_core::{Failure, Reason};
 use noema_proto::identity::v1::RegisterAgentRequest;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_runtime::client::TracedChannel;
@@ -243,16 +244,16 @@ impl Ledger {
                 }
                 Ok(())
             }
-            Err(status)
-                if status.code() == tonic::Code::FailedPrecondition
-                    && status.message() == "public key mismatch" =>
-            {
-                Err(LedgerError::Invalid {
-                    message: "public key mismatch".into(),
-                    hint: Some(reference::mismatch_hint(agent_id)),
-                })
+            Err(status) => {
+                let failure = Failure::from_status(&status);
+                if failure.reason == Reason::PublicKeyMismatch {
+                    Err(LedgerError::KeyMismatch {
+                        agent_id: agent_id.to_owned(),
+                    })
+                } else {
+                    Err(LedgerError::Identity(failure))
+                }
             }
-            Err(status) => Err(LedgerError::Identity(status)),
         }
     }
 

@@ -1112,10 +1112,10 @@ impl DiaryService for DiaryApi {
             .insert_signing_request(&sr, signing::MAX_PENDING_PER_AGENT, now)
             .await?
         {
-            return Err(IdentityError::ResourceExhausted(format!(
-                "Signing request limit reached: at most {} pending requests per agent; retry after {wait} seconds",
-                signing::MAX_PENDING_PER_AGENT
-            ))
+            return Err(IdentityError::SigningRequestLimit {
+                max_pending: signing::MAX_PENDING_PER_AGENT,
+                retry_after_secs: wait,
+            }
             .into());
         }
         Ok(Response::new(request_to_proto(sr, now)))

@@ -158,10 +158,8 @@ pub fn check_submittable(
         ));
     }
     match request.effective_status(now) {
-        RequestStatus::Expired => Err(IdentityError::FailedPrecondition(EXPIRED_MESSAGE.into())),
-        RequestStatus::Completed => Err(IdentityError::FailedPrecondition(
-            ALREADY_COMPLETED_MESSAGE.into(),
-        )),
+        RequestStatus::Expired => Err(IdentityError::SigningRequestExpired),
+        RequestStatus::Completed => Err(IdentityError::SigningRequestCompleted),
         RequestStatus::Pending => Ok(()),
     }
 }

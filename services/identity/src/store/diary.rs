@@ -929,9 +929,7 @@ macro_rules! diary_queries {
                 .execute(&mut **tx)
                 .await?;
                 if done.rows_affected() != 1 {
-                    return Err(IdentityError::FailedPrecondition(
-                        crate::domain::signing::ALREADY_COMPLETED_MESSAGE.into(),
-                    ));
+                    return Err(IdentityError::SigningRequestCompleted);
                 }
                 Ok(())
             }

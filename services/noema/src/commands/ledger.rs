@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use futures::StreamExt;
 use noema_client::ledger::{canonical_request, signed_reference};
 use noema_client::pb::{common, ledger as pb};
-use noema_client::{ClientError, SigningKeyPair};
+use noema_client::{ClientError, Reason, SigningKeyPair};
 use noema_core::audit::{AuditEntry, ChainBreak, verify_chain};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -383,9 +383,8 @@ async fn import(file: &Path, client: &ClientFlags) -> Result<(), CommandError> {
             Err(reason) => failed.push(format!("line {}: {reason}", number + 1)),
             Ok(request) => match noema.put_canonical(request).await {
                 Ok(_) => imported += 1,
-                Err(ClientError::Status(s)) if s.code() == tonic::Code::AlreadyExists => {
-                    duplicates += 1
-                }
+                // Only the same object already stored; a storage conflict is a failure.
+                Err(e) if e.reason() == Some(Reason::AlreadyExists) => duplicates += 1,
                 Err(ClientError::Stopped) => return Err(ClientError::Stopped.into()),
                 Err(e) => failed.push(format!("line {}: {e}", number + 1)),
             },
