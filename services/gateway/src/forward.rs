@@ -1,12 +1,26 @@
-//! What a REST request passes on to the gRPC call made for it: the caller's own bearer
-//! token (the gateway never substitutes a privileged one), and request bodies parsed
-//! with the route's error conventions.
+//! What a REST request passes on to the gRPC calls made for it: the caller's own bearer
+//! token (the gateway never substitutes a privileged one) through [`Caller`], and the
+//! request's body and query read into typed values that also document the route.
 
+use std::marker::PhantomData;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::HeaderMap;
-use noema_core::ErrorCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use noema_proto::identity::v1::diary_service_client::DiaryServiceClient;
+use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
+use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
+use noema_runtime::client::TracedChannel;
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
 
-use crate::error::{ApiError, ErrorStyle};
+use crate::GatewayState;
+use crate::error::ApiError;
+use crate::route::{Input, OperationDoc, Schemas};
 
 /// A gRPC request carrying the REST caller's `Authorization` header.
 pub fn grpc<T>(headers: &HeaderMap, message: T) -> tonic::Request<T> {
@@ -19,21 +33,233 @@ pub fn grpc<T>(headers: &HeaderMap, message: T) -> tonic::Request<T> {
     request
 }
 
+/// The REST caller, as the services behind the gateway see it: their clients, and
+/// requests that carry the caller's token.
+pub struct Caller {
+    state: GatewayState,
+    headers: HeaderMap,
+}
+
+impl Caller {
+    /// `message` as a gRPC request with the caller's token.
+    pub fn request<T>(&self, message: T) -> tonic::Request<T> {
+        grpc(&self.headers, message)
+    }
+
+    /// A request header's text, or empty.
+    pub fn header(&self, name: &str) -> String {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    pub fn identity(&self) -> IdentityServiceClient<TracedChannel> {
+        self.state.identity()
+    }
+
+    pub fn diary(&self) -> DiaryServiceClient<TracedChannel> {
+        self.state.diary()
+    }
+
+    pub fn ledger(&self) -> LedgerServiceClient<TracedChannel> {
+        self.state.ledger()
+    }
+}
+
+impl FromRequestParts<GatewayState> for Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &GatewayState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Caller {
+            state: state.clone(),
+            headers: parts.headers.clone(),
+        })
+    }
+}
+
+impl Input for Caller {}
+
 /// Parses a JSON body. Only the first JSON value counts and unknown fields are ignored,
-/// as the seed systems do; a decode failure is `invalid JSON: …` (400), or 422 on
-/// CogniRelay routes, whose framework answers malformed bodies with 422.
-pub fn json_body<T: DeserializeOwned>(bytes: &[u8], style: ErrorStyle) -> Result<T, ApiError> {
+/// as the seed systems do; a decode failure is `invalid JSON: …` (`MALFORMED_BODY`).
+pub fn json_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut stream = serde_json::Deserializer::from_slice(bytes).into_iter::<T>();
-    let parsed = match stream.next() {
-        Some(result) => result.map_err(|e| e.to_string()),
-        None => Err("EOF".to_owned()),
-    };
-    parsed.map_err(|reason| match style {
-        ErrorStyle::CogniRelay => ApiError::new(
-            ErrorCode::FailedPrecondition,
-            format!("invalid JSON: {reason}"),
-        )
-        .styled(style),
-        _ => ApiError::bad_request(format!("invalid JSON: {reason}")).styled(style),
-    })
+    match stream.next() {
+        Some(Ok(value)) => Ok(value),
+        Some(Err(err)) => Err(ApiError::malformed_body(format!("invalid JSON: {err}"))),
+        None => Err(ApiError::malformed_body("invalid JSON: EOF")),
+    }
+}
+
+/// A JSON request body read as `T` ([`json_body`]), documented by `T`'s schema.
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        json_body(&bytes)
+            .map(JsonBody)
+            .map_err(IntoResponse::into_response)
+    }
+}
+
+impl<T: JsonSchema> Input for JsonBody<T> {
+    fn document(doc: &mut OperationDoc, schemas: &mut Schemas) {
+        doc.body = Some(schemas.requests.subschema_for::<T>().to_value());
+    }
+}
+
+/// A JSON request body the handler decodes itself (open-cognition's Go-style
+/// decoding), documented by the schema of `T`, the shape it expects.
+pub struct RawJson<T> {
+    pub bytes: Bytes,
+    shape: PhantomData<T>,
+}
+
+impl<T, S: Send + Sync> FromRequest<S> for RawJson<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok(RawJson {
+            bytes,
+            shape: PhantomData,
+        })
+    }
+}
+
+impl<T: JsonSchema> Input for RawJson<T> {
+    fn document(doc: &mut OperationDoc, schemas: &mut Schemas) {
+        doc.body = Some(schemas.requests.subschema_for::<T>().to_value());
+    }
+}
+
+/// A query string in which names may repeat (MoltNet's arrays: `tags=a&tags=b`, also
+/// `tags[]=a`), read as `T`: a `Vec<String>` field takes every value of its name, a
+/// field read with [`first`] the first one. Values are percent-decoded, `+` is a space.
+pub struct RepeatedQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for RepeatedQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        parse_repeated(parts.uri.query())
+            .map(RepeatedQuery)
+            .map_err(|err| ApiError::malformed_query(format!("query: {err}")))
+    }
+}
+
+impl<T: JsonSchema> Input for RepeatedQuery<T> {
+    fn document(doc: &mut OperationDoc, _schemas: &mut Schemas) {
+        doc.query_from::<T>();
+    }
+}
+
+pub(crate) fn parse_repeated<T: DeserializeOwned>(
+    raw: Option<&str>,
+) -> Result<T, serde_json::Error> {
+    let mut values: Map<String, Value> = Map::new();
+    for (name, value) in query_pairs(raw) {
+        let name = name.strip_suffix("[]").unwrap_or(&name).to_owned();
+        if let Value::Array(list) = values
+            .entry(name)
+            .or_insert_with(|| Value::Array(Vec::new()))
+        {
+            list.push(Value::String(value));
+        }
+    }
+    T::deserialize(Value::Object(values))
+}
+
+/// Reads the first of a repeated query value's occurrences (`#[serde(default,
+/// deserialize_with = "first")]` on an `Option<String>` field of a [`RepeatedQuery`]).
+pub fn first<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    Ok(Vec::<String>::deserialize(deserializer)?.into_iter().next())
+}
+
+/// Query parameters as (name, value) pairs, repeated names kept.
+fn query_pairs(raw: Option<&str>) -> Vec<(String, String)> {
+    fn decode(text: &str) -> String {
+        let bytes = text.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'+' => out.push(b' '),
+                b'%' if i + 2 < bytes.len() => {
+                    let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
+                    match u8::from_str_radix(hex, 16) {
+                        Ok(b) => {
+                            out.push(b);
+                            i += 2;
+                        }
+                        Err(_) => out.push(b'%'),
+                    }
+                }
+                b => out.push(b),
+            }
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+    raw.unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    struct Sample {
+        #[serde(default)]
+        tags: Vec<String>,
+        #[serde(default, deserialize_with = "first")]
+        limit: Option<String>,
+        #[serde(default, deserialize_with = "first")]
+        x: Option<String>,
+        #[serde(default, deserialize_with = "first")]
+        offset: Option<String>,
+    }
+
+    #[test]
+    fn repeated_query_values_are_kept_and_decoded() {
+        let q: Sample = parse_repeated(Some("tags=a&tags=b%20c&tags[]=d+e&limit=5&x=%zz")).unwrap();
+        assert_eq!(q.tags, ["a", "b c", "d e"]);
+        assert_eq!(q.limit.as_deref(), Some("5"));
+        assert_eq!(q.x.as_deref(), Some("%zz"));
+        assert_eq!(q.offset, None);
+        let none: Sample = parse_repeated(None).unwrap();
+        assert!(none.tags.is_empty() && none.limit.is_none());
+        let twice: Sample = parse_repeated(Some("limit=3&limit=1")).unwrap();
+        assert_eq!(twice.limit.as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn bodies_decode_the_first_json_value_and_say_what_is_malformed() {
+        let value: Value = json_body(b"{\"a\":1} trailing").unwrap();
+        assert_eq!(value["a"], 1);
+        let err = json_body::<Value>(b"").unwrap_err();
+        assert_eq!(err.0.message, "invalid JSON: EOF");
+        assert_eq!(err.0.reason, noema_core::Reason::MalformedBody);
+        let err = json_body::<Value>(b"{not json").unwrap_err();
+        assert!(err.0.message.starts_with("invalid JSON: "));
+    }
 }

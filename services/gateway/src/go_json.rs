@@ -46,8 +46,17 @@ impl<T: Serialize> IntoResponse for GoJson<T> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// The body's keys are in alphabetical order, as in MoltNet's and CogniRelay's bodies
+    /// (and in every body the gateway used to build as a JSON map): serialising through a
+    /// sorted map changes nothing.
+    pub fn assert_sorted<T: Serialize>(body: &T) {
+        let direct = serde_json::to_string(body).unwrap();
+        let sorted = serde_json::to_string(&serde_json::to_value(body).unwrap()).unwrap();
+        assert_eq!(direct, sorted);
+    }
 
     #[test]
     fn escapes_like_go() {

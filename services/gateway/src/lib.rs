@@ -6,6 +6,8 @@ pub mod error;
 pub mod forward;
 pub mod go_json;
 pub mod openapi;
+pub mod reply;
+pub mod route;
 pub mod routes;
 
 use std::collections::BTreeMap;
@@ -17,7 +19,6 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
-use axum::routing::MethodRouter;
 use noema_runtime::client::{
     ClientOptions, LocalService, TracedChannel, channel, local_channel, unavailable_channel,
 };
@@ -101,69 +102,25 @@ fn client_options(config: &GatewayConfig) -> ClientOptions {
     }
 }
 
-/// One served route and its documentation.
-#[derive(Debug, Clone)]
-pub struct RouteDoc {
-    pub method: &'static str,
-    pub path: &'static str,
-    pub operation_id: &'static str,
-    pub summary: &'static str,
-    pub tag: &'static str,
-    /// Callable without a token (operations endpoints only).
-    pub public: bool,
-    pub query: &'static [(&'static str, &'static str)],
-    pub responses: &'static [(u16, &'static str)],
-}
-
-pub const fn doc(
-    method: &'static str,
-    path: &'static str,
-    operation_id: &'static str,
-    tag: &'static str,
-    summary: &'static str,
-) -> RouteDoc {
-    RouteDoc {
-        method,
-        path,
-        operation_id,
-        summary,
-        tag,
-        public: false,
-        query: &[],
-        responses: &[
-            (200, "OK"),
-            (400, "Invalid input"),
-            (401, "Missing or invalid token"),
-            (403, "The token lacks the required scope"),
-            (500, "Internal error"),
-            (503, "Unavailable"),
-        ],
-    }
-}
-
-/// An operations route: no token needed.
-pub const fn public(doc: RouteDoc) -> RouteDoc {
-    RouteDoc {
-        public: true,
-        responses: &[(200, "OK"), (503, "Unavailable")],
-        ..doc
-    }
-}
-
 /// Every route the gateway serves. The router and the OpenAPI document both come from here.
-pub fn route_table() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
+pub fn route_table() -> Vec<route::Route> {
     let mut routes = routes::ops::routes();
     routes.extend(routes::identity::routes());
+    routes.extend(routes::tokens::routes());
     routes.extend(routes::ledger::routes());
     routes.extend(routes::ledger_objects::routes());
-    routes.extend(routes::diary::routes());
+    routes.extend(routes::diaries::routes());
+    routes.extend(routes::entries::routes());
+    routes.extend(routes::signing::routes());
+    routes.extend(routes::relations::routes());
+    routes.extend(routes::chain::routes());
     routes
 }
 
 pub fn router(state: GatewayState, config: &GatewayConfig) -> Router {
     let mut router = Router::new();
-    for (doc, method_router) in route_table() {
-        router = router.route(doc.path, method_router);
+    for route in route_table() {
+        router = router.route(route.path, route.method_router());
     }
     router
         .layer(axum::middleware::from_fn(observe))

@@ -1,18 +1,31 @@
-//! The OpenAPI 3.1 document, generated from the same route table that builds the router,
-//! so every served route is documented and nothing undocumented is served.
+//! The OpenAPI 3.1 document, generated from the same route declarations that build the
+//! router, so every served route is documented and nothing undocumented is served.
+//! Request and response schemas are the handlers' own serde types (`schemars`); error
+//! responses carry the schema of the route's system's error body.
 
 use serde_json::{Map, Value, json};
 
-use crate::RouteDoc;
+use crate::route::{Route, Schemas};
+
+/// Error statuses every protected route may answer, besides its own.
+const PROTECTED_ERRORS: [(u16, &str); 5] = [
+    (400, "Invalid input"),
+    (401, "Missing or invalid token"),
+    (403, "The token lacks the required scope"),
+    (500, "Internal error"),
+    (503, "Unavailable"),
+];
 
 pub fn document() -> Value {
+    let mut schemas = Schemas::for_openapi();
     let mut paths = Map::new();
-    for (doc, _) in crate::route_table() {
-        let path = paths
-            .entry(doc.path.to_owned())
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(ops) = path {
-            ops.insert(doc.method.to_ascii_lowercase(), operation(&doc));
+    for route in crate::route_table() {
+        let operation = operation(&route, &mut schemas);
+        if let Value::Object(ops) = paths
+            .entry(route.path.to_owned())
+            .or_insert_with(|| Value::Object(Map::new()))
+        {
+            ops.insert(route.verb.as_str().to_ascii_lowercase(), operation);
         }
     }
     json!({
@@ -30,61 +43,196 @@ pub fn document() -> Value {
                 "bearerAuth": {"type": "http", "scheme": "bearer",
                                "description": "A Noema token (noema_…); the owner token is in <data_dir>/owner.token"}
             },
-            "schemas": {
-                "Error": {
-                    "type": "object",
-                    "required": ["error", "code"],
-                    "properties": {
-                        "error": {"type": "string", "description": "What went wrong and what to fix."},
-                        "code": {"type": "string", "enum": [
-                            "invalid_argument", "not_found", "already_exists", "failed_precondition",
-                            "unauthenticated", "permission_denied", "unavailable",
-                            "resource_exhausted", "internal"
-                        ]},
-                        "hint": {"type": "string"}
-                    }
-                }
-            }
+            "schemas": schemas.definitions(),
         }
     })
 }
 
-fn operation(doc: &RouteDoc) -> Value {
+fn operation(route: &Route, schemas: &mut Schemas) -> Value {
+    let doc = route.operation(schemas);
     let mut responses = Map::new();
-    for (status, description) in doc.responses {
-        let mut response = json!({"description": description});
-        if *status >= 400 {
-            response["content"] =
-                json!({"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}});
+    for response in &doc.responses {
+        let mut entry = json!({"description": response.description});
+        if let Some((media, schema)) = &response.content {
+            entry["content"] = json!({ *media: {"schema": schema} });
         }
-        responses.insert(status.to_string(), response);
+        responses.insert(response.status.to_string(), entry);
     }
+    let public = route.rpcs().is_empty();
+    let mut errors: Vec<(u16, &str)> = if public {
+        vec![(503, "Unavailable")]
+    } else {
+        PROTECTED_ERRORS.to_vec()
+    };
+    errors.extend(route.errors.validation_status());
+    errors.extend(route.statuses.iter().copied());
+    let error_schema = route.errors.schema(&mut schemas.responses).to_value();
+    for (status, description) in errors {
+        responses.entry(status.to_string()).or_insert_with(|| {
+            json!({
+                "description": description,
+                "content": {"application/json": {"schema": error_schema}},
+            })
+        });
+    }
+
     let mut op = json!({
-        "operationId": doc.operation_id,
-        "summary": doc.summary,
-        "tags": [doc.tag],
+        "operationId": route.operation_id,
+        "summary": route.summary,
+        "tags": [route.tag],
         "responses": responses,
     });
-    if doc.public {
+    if public {
         op["security"] = json!([]);
+    } else if let Some(scope) = route.scope() {
+        op["security"] = security(scope);
+        op["x-required-scope"] = json!(scope);
+        op["x-rpcs"] = json!(route.rpcs());
     }
-    let path_params: Vec<Value> = doc
+
+    let mut parameters: Vec<Value> = route
         .path
         .split('/')
         .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
         .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
         .collect();
-    if !path_params.is_empty() {
-        op["parameters"] = Value::Array(path_params);
-    }
-    if !doc.query.is_empty() {
-        let query = doc.query.iter().map(|(name, description)| {
-            json!({"name": name, "in": "query", "required": false,
-                   "description": description, "schema": {"type": "string"}})
+    parameters.extend(doc.query.iter().map(|param| {
+        let mut value = json!({
+            "name": param.name,
+            "in": "query",
+            "required": param.required,
+            "schema": param.schema,
         });
-        let mut parameters = op["parameters"].as_array().cloned().unwrap_or_default();
-        parameters.extend(query);
+        if let Some(description) = &param.description {
+            value["description"] = json!(description);
+        }
+        if param.schema["type"] == "array" {
+            // Repeated names: `tags=a&tags=b`.
+            value["explode"] = json!(true);
+        }
+        value
+    }));
+    if !parameters.is_empty() {
         op["parameters"] = Value::Array(parameters);
     }
+    if let Some(body) = doc.body {
+        op["requestBody"] = json!({
+            "required": true,
+            "content": {"application/json": {"schema": body}},
+        });
+    }
     op
+}
+
+/// A scope's alternatives (`a|b`) as OpenAPI's alternative security requirements; the
+/// pseudo-scope `authenticated` is any valid token.
+fn security(scope: &str) -> Value {
+    if scope == noema_core::scopes::AUTHENTICATED {
+        return json!([{"bearerAuth": []}]);
+    }
+    Value::Array(
+        scope
+            .split('|')
+            .map(|alternative| json!({"bearerAuth": [alternative]}))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    fn refs(value: &Value, found: &mut BTreeSet<String>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::String(target)) = map.get("$ref") {
+                    found.insert(target.clone());
+                }
+                map.values().for_each(|v| refs(v, found));
+            }
+            Value::Array(items) => items.iter().for_each(|v| refs(v, found)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_reference_resolves_and_every_operation_is_described() {
+        let doc = document();
+        let mut found = BTreeSet::new();
+        refs(&doc, &mut found);
+        assert!(!found.is_empty());
+        for target in found {
+            let pointer = target.trim_start_matches('#');
+            assert!(doc.pointer(pointer).is_some(), "{target} does not resolve");
+        }
+        let mut ids = BTreeSet::new();
+        for (path, ops) in doc["paths"].as_object().unwrap() {
+            for (method, op) in ops.as_object().unwrap() {
+                let id = op["operationId"].as_str().unwrap();
+                assert!(ids.insert(id.to_owned()), "{id} twice");
+                let responses = op["responses"].as_object().unwrap();
+                assert!(
+                    responses.keys().any(|status| status.starts_with('2')),
+                    "{method} {path} documents no success"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn request_and_response_schemas_do_not_share_a_name() {
+        let mut schemas = Schemas::for_openapi();
+        for route in crate::route_table() {
+            operation(&route, &mut schemas);
+        }
+        let responses = schemas.responses.definitions();
+        for (name, schema) in schemas.requests.definitions() {
+            if let Some(other) = responses.get(name) {
+                assert_eq!(schema, other, "{name} is described twice, differently");
+            }
+        }
+    }
+
+    #[test]
+    fn bodies_errors_and_scopes_come_from_the_declarations() {
+        let doc = document();
+        let create = &doc["paths"]["/diaries/{id}/entries"]["post"];
+        assert_eq!(
+            create["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/EntryInput"
+        );
+        assert_eq!(
+            create["responses"]["201"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/EntryBody"
+        );
+        assert_eq!(
+            create["responses"]["403"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/MoltNetProblem"
+        );
+        assert_eq!(
+            create["security"],
+            json!([{"bearerAuth": ["identity:write"]}, {"bearerAuth": ["diary:write"]}])
+        );
+        let canonical = &doc["paths"]["/canonical"]["post"];
+        assert_eq!(
+            canonical["responses"]["422"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/OpenCognitionError"
+        );
+        assert!(canonical["responses"].get("409").is_some());
+        let entries = doc["paths"]["/diaries/{id}/entries"]["get"]["parameters"]
+            .as_array()
+            .unwrap();
+        let tags = entries.iter().find(|p| p["name"] == "tags").unwrap();
+        assert_eq!(tags["schema"]["type"], "array");
+        assert_eq!(
+            tags["description"],
+            "Entries with all these tags (repeatable)"
+        );
+        assert_eq!(doc["paths"]["/healthz"]["get"]["security"], json!([]));
+        let schema = &doc["components"]["schemas"]["EntryBody"];
+        assert!(schema["properties"]["contentHash"].is_object(), "{schema}");
+    }
 }

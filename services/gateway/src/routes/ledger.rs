@@ -1,95 +1,73 @@
-//! open-cognition's routes (`shared/compat/open-cognition.md`), same paths, shapes and
-//! status codes, served by the ledger over gRPC.
+//! open-cognition's system mode and audit routes (`shared/compat/open-cognition.md`),
+//! same paths, shapes and status codes, served by the ledger over gRPC. Their errors
+//! have always been Noema's own shape.
 
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
+use axum::extract::Query;
 use noema_core::time::proto::rfc3339_seconds;
 use noema_proto::common::v1::PageRequest;
 use noema_proto::ledger::v1 as pb;
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::GatewayState;
-use crate::error::ApiError;
-use crate::forward::grpc;
+use crate::error::ErrorStyle;
+use crate::forward::Caller;
 use crate::go_json::GoJson;
-use crate::{RouteDoc, doc};
-use axum::routing::{MethodRouter, get, post};
+use crate::reply::Answer;
+use crate::route::{Route, Routes, Verb};
+
+const LEDGER: Routes = Routes::new("ledger", ErrorStyle::Noema, "noema.ledger.v1.LedgerService");
 
 /// open-cognition's SystemState: `mode`, `changed_by`, `changed_at` (UTC seconds).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SystemStateBody {
+    /// `RUNNING` or `STOPPED`.
     pub mode: &'static str,
     pub changed_by: String,
     pub changed_at: String,
 }
 
-fn state_body(state: pb::SystemState) -> SystemStateBody {
-    let mode = match pb::SystemMode::try_from(state.mode) {
-        Ok(pb::SystemMode::Stopped) => "STOPPED",
-        _ => "RUNNING",
-    };
-    SystemStateBody {
-        mode,
-        changed_by: state.changed_by,
-        changed_at: state
-            .changed_at
-            .as_ref()
-            .map(rfc3339_seconds)
-            .unwrap_or_default(),
+impl From<pb::SystemState> for SystemStateBody {
+    fn from(state: pb::SystemState) -> Self {
+        let mode = match pb::SystemMode::try_from(state.mode) {
+            Ok(pb::SystemMode::Stopped) => "STOPPED",
+            _ => "RUNNING",
+        };
+        SystemStateBody {
+            mode,
+            changed_by: state.changed_by,
+            changed_at: state
+                .changed_at
+                .as_ref()
+                .map(rfc3339_seconds)
+                .unwrap_or_default(),
+        }
     }
 }
 
-pub async fn status(
-    State(state): State<GatewayState>,
-    headers: HeaderMap,
-) -> Result<GoJson<SystemStateBody>, ApiError> {
-    let mut ledger = state.ledger();
-    let response = ledger
-        .get_status(grpc(&headers, pb::GetStatusRequest {}))
+async fn status(caller: Caller) -> Answer<SystemStateBody> {
+    let response = caller
+        .ledger()
+        .get_status(caller.request(pb::GetStatusRequest {}))
         .await?;
-    Ok(GoJson(state_body(response.into_inner())))
+    Ok(GoJson(response.into_inner().into()))
 }
 
 /// `X-Actor`, or empty (the ledger records `human:unknown`).
-fn actor(headers: &HeaderMap) -> String {
-    headers
-        .get("x-actor")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned()
+fn set_mode(caller: &Caller) -> tonic::Request<pb::SetModeRequest> {
+    caller.request(pb::SetModeRequest {
+        actor: caller.header("x-actor"),
+    })
 }
 
-pub async fn stop(
-    State(state): State<GatewayState>,
-    headers: HeaderMap,
-) -> Result<GoJson<SystemStateBody>, ApiError> {
-    let mut ledger = state.ledger();
-    let response = ledger
-        .stop(grpc(
-            &headers,
-            pb::SetModeRequest {
-                actor: actor(&headers),
-            },
-        ))
-        .await?;
-    Ok(GoJson(state_body(response.into_inner())))
+async fn stop(caller: Caller) -> Answer<SystemStateBody> {
+    let response = caller.ledger().stop(set_mode(&caller)).await?;
+    Ok(GoJson(response.into_inner().into()))
 }
 
-pub async fn resume(
-    State(state): State<GatewayState>,
-    headers: HeaderMap,
-) -> Result<GoJson<SystemStateBody>, ApiError> {
-    let mut ledger = state.ledger();
-    let response = ledger
-        .resume(grpc(
-            &headers,
-            pb::SetModeRequest {
-                actor: actor(&headers),
-            },
-        ))
-        .await?;
-    Ok(GoJson(state_body(response.into_inner())))
+async fn resume(caller: Caller) -> Answer<SystemStateBody> {
+    let response = caller.ledger().resume(set_mode(&caller)).await?;
+    Ok(GoJson(response.into_inner().into()))
 }
 
 /// open-cognition's list parameters: a non-integer or negative value means the default,
@@ -103,13 +81,15 @@ pub fn list_limit(raw: Option<&str>) -> u32 {
     }
 }
 
-#[derive(Debug, serde::Deserialize)]
+/// `GET /audit` parameters.
+#[derive(Debug, serde::Deserialize, JsonSchema)]
 pub struct AuditQuery {
+    /// Entries to return: default 50, at most 200
     limit: Option<String>,
 }
 
 /// AuditEntry in open-cognition's field order, plus the chain fields it lacks.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct AuditEntryBody {
     pub id: i64,
     pub occurred_at: String,
@@ -121,37 +101,14 @@ pub struct AuditEntryBody {
     pub target_type: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<Value>,
+    /// The previous entry's hash: the chain.
     pub prev_hash: String,
     pub hash: String,
 }
 
-pub async fn audit(
-    State(state): State<GatewayState>,
-    headers: HeaderMap,
-    Query(query): Query<AuditQuery>,
-) -> Result<GoJson<Vec<AuditEntryBody>>, ApiError> {
-    let limit = list_limit(query.limit.as_deref());
-    if limit == 0 {
-        return Ok(GoJson(Vec::new()));
-    }
-    let mut ledger = state.ledger();
-    let response = ledger
-        .list_audit(grpc(
-            &headers,
-            noema_proto::common::v1::ListAuditRequest {
-                page: Some(PageRequest {
-                    page_size: limit,
-                    page_token: String::new(),
-                }),
-                oldest_first: false,
-            },
-        ))
-        .await?;
-    let entries = response
-        .into_inner()
-        .entries
-        .into_iter()
-        .map(|e| AuditEntryBody {
+impl From<noema_proto::common::v1::AuditEntry> for AuditEntryBody {
+    fn from(e: noema_proto::common::v1::AuditEntry) -> Self {
+        AuditEntryBody {
             id: e.id,
             occurred_at: e
                 .occurred_at
@@ -169,57 +126,69 @@ pub async fn audit(
                 .filter(|d| d.as_object().is_some_and(|m| !m.is_empty())),
             prev_hash: e.prev_hash,
             hash: e.hash,
-        })
-        .collect();
-    Ok(GoJson(entries))
+        }
+    }
 }
 
-/// This module's routes and their documentation (see `crate::route_table`).
-pub fn routes() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
+async fn audit(caller: Caller, Query(query): Query<AuditQuery>) -> Answer<Vec<AuditEntryBody>> {
+    let limit = list_limit(query.limit.as_deref());
+    if limit == 0 {
+        return Ok(GoJson(Vec::new()));
+    }
+    let request = noema_proto::common::v1::ListAuditRequest {
+        page: Some(PageRequest {
+            page_size: limit,
+            page_token: String::new(),
+        }),
+        oldest_first: false,
+    };
+    let response = caller.ledger().list_audit(caller.request(request)).await?;
+    Ok(GoJson(
+        response
+            .into_inner()
+            .entries
+            .into_iter()
+            .map(AuditEntryBody::from)
+            .collect(),
+    ))
+}
+
+/// This module's routes (see `crate::route_table`).
+pub fn routes() -> Vec<Route> {
+    let r = LEDGER;
     vec![
-        (
-            doc(
-                "GET",
-                "/status",
-                "getStatus",
-                "ledger",
-                "System mode (RUNNING or STOPPED)",
-            ),
-            get(status),
-        ),
-        (
-            doc(
-                "POST",
-                "/stop",
-                "stop",
-                "ledger",
-                "Halt writes; reads continue. Actor from X-Actor",
-            ),
-            post(stop),
-        ),
-        (
-            doc(
-                "POST",
-                "/resume",
-                "resume",
-                "ledger",
-                "Accept writes again. Actor from X-Actor",
-            ),
-            post(resume),
-        ),
-        (
-            RouteDoc {
-                query: &[("limit", "Entries to return: default 50, at most 200")],
-                ..doc(
-                    "GET",
-                    "/audit",
-                    "listAudit",
-                    "ledger",
-                    "Audit log, newest first, hash-chained",
-                )
-            },
-            get(audit),
-        ),
+        r.route(
+            Verb::Get,
+            "/status",
+            "getStatus",
+            "System mode (RUNNING or STOPPED)",
+            status,
+        )
+        .calls("GetStatus"),
+        r.route(
+            Verb::Post,
+            "/stop",
+            "stop",
+            "Halt writes; reads continue. Actor from X-Actor",
+            stop,
+        )
+        .calls("Stop"),
+        r.route(
+            Verb::Post,
+            "/resume",
+            "resume",
+            "Accept writes again. Actor from X-Actor",
+            resume,
+        )
+        .calls("Resume"),
+        r.route(
+            Verb::Get,
+            "/audit",
+            "listAudit",
+            "Audit log, newest first, hash-chained",
+            audit,
+        )
+        .calls("ListAudit"),
     ]
 }
 

@@ -3,34 +3,31 @@
 //! decoding, field order and status codes, plus read-by-id and payload streaming.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
-use axum::http::header::CONTENT_TYPE;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::extract::{Path, Query};
 use futures::StreamExt;
-use noema_core::ErrorCode;
-use noema_core::time::proto::{parse_rfc3339, rfc3339_seconds};
+use noema_core::time::proto::rfc3339_seconds;
 use noema_proto::common::v1::PageRequest;
 use noema_proto::ledger::v1 as pb;
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::GatewayState;
-use crate::error::{ApiError, ErrorStyle, Styled};
-use crate::forward::grpc;
+use crate::error::{ApiError, ErrorStyle};
+use crate::forward::{Caller, RawJson};
 use crate::go_json::GoJson;
+use crate::reply::{Answer, Created, Creates, Payload};
+use crate::route::{Route, Routes, Verb};
 use crate::routes::ledger::list_limit;
-use crate::{RouteDoc, doc};
-use axum::routing::{MethodRouter, get, post};
 
-const STYLE: ErrorStyle = ErrorStyle::OpenCognition;
+const OPEN_COGNITION: Routes = Routes::new(
+    "ledger",
+    ErrorStyle::OpenCognition,
+    "noema.ledger.v1.LedgerService",
+);
 
+/// A body Go's decoder refuses: `invalid JSON: …` (400).
 fn decode_error(reason: impl std::fmt::Display) -> ApiError {
-    ApiError::new(
-        ErrorCode::InvalidArgument,
-        format!("invalid JSON: {reason}"),
-    )
-    .styled(STYLE)
+    ApiError::malformed_body(format!("invalid JSON: {reason}"))
 }
 
 /// A request body decoded the way Go's `encoding/json` fills a struct: only the first
@@ -131,31 +128,33 @@ fn unmarshal(value: &Value, field: &str, go_type: &str) -> ApiError {
 
 /// open-cognition checks the mode before decoding: a STOPPED system answers 503 even to
 /// a malformed body.
-async fn stopped_first(state: &GatewayState, headers: &HeaderMap, err: ApiError) -> ApiError {
-    let mut ledger = state.ledger();
-    match ledger
-        .get_status(grpc(headers, pb::GetStatusRequest {}))
+async fn stopped_first(caller: &Caller, err: ApiError) -> ApiError {
+    match caller
+        .ledger()
+        .get_status(caller.request(pb::GetStatusRequest {}))
         .await
     {
-        Ok(status) if status.get_ref().mode == pb::SystemMode::Stopped as i32 => ApiError::new(
-            ErrorCode::Unavailable,
-            "system is STOPPED; no writes accepted",
-        )
-        .styled(STYLE),
+        Ok(status) if status.get_ref().mode == pb::SystemMode::Stopped as i32 => {
+            ApiError::stopped()
+        }
         _ => err,
     }
 }
 
 /// CanonicalObject in open-cognition's field order.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct CanonicalBody {
     pub schema_version: String,
+    /// `sha256:<64 lowercase hex>` of the payload bytes.
     pub id: String,
+    /// observation, document, tool_output or policy.
     pub object_type: String,
     pub content_type: String,
     pub size_bytes: i64,
+    /// RFC 3339 UTC seconds (`2026-01-31T12:00:00Z`).
     pub created_at: String,
     pub created_by: String,
+    /// `canonical/<object_type>/<yyyy>/<mm>/<dd>/<id>.json`.
     pub storage_path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
@@ -167,36 +166,44 @@ fn non_empty_object(s: &Option<prost_types::Struct>) -> Option<Value> {
         .filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))
 }
 
-pub fn canonical_body(o: pb::CanonicalObject) -> CanonicalBody {
-    CanonicalBody {
-        metadata: non_empty_object(&o.metadata),
-        schema_version: o.schema_version,
-        id: o.id,
-        object_type: o.object_type,
-        content_type: o.content_type,
-        size_bytes: o.size_bytes,
-        created_at: o.created_at,
-        created_by: o.created_by,
-        storage_path: o.storage_path,
+impl From<pb::CanonicalObject> for CanonicalBody {
+    fn from(o: pb::CanonicalObject) -> Self {
+        CanonicalBody {
+            metadata: non_empty_object(&o.metadata),
+            schema_version: o.schema_version,
+            id: o.id,
+            object_type: o.object_type,
+            content_type: o.content_type,
+            size_bytes: o.size_bytes,
+            created_at: o.created_at,
+            created_by: o.created_by,
+            storage_path: o.storage_path,
+        }
     }
 }
 
-pub async fn put_canonical(
-    State(state): State<GatewayState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<(StatusCode, GoJson<CanonicalBody>), ApiError> {
-    let request = match decode_canonical(&body) {
+/// open-cognition's `POST /canonical` request: the object and its payload (decoded as
+/// Go's `encoding/json` would: keys case-insensitive, unknown keys ignored). Documents
+/// the body only; [`decode_canonical`] reads it.
+#[derive(Debug, JsonSchema)]
+pub struct CanonicalInput {
+    #[serde(flatten)]
+    pub object: CanonicalBody,
+    /// Standard base64 of the bytes.
+    pub payload: String,
+}
+
+async fn put_canonical(caller: Caller, body: RawJson<CanonicalInput>) -> Creates<CanonicalBody> {
+    let request = match decode_canonical(&body.bytes) {
         Ok(request) => request,
-        Err(err) => return Err(stopped_first(&state, &headers, err).await),
+        Err(err) => return Err(stopped_first(&caller, err).await),
     };
-    let mut ledger = state.ledger();
-    let object = ledger
-        .put_canonical(grpc(&headers, request))
-        .await
-        .styled(STYLE)?
+    let object = caller
+        .ledger()
+        .put_canonical(caller.request(request))
+        .await?
         .into_inner();
-    Ok((StatusCode::CREATED, GoJson(canonical_body(object))))
+    Ok(Created(object.into()))
 }
 
 fn decode_canonical(body: &[u8]) -> Result<pb::PutCanonicalRequest, ApiError> {
@@ -228,7 +235,7 @@ fn go_number(value: f64) -> Value {
 }
 
 /// AgentReference in open-cognition's field order.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ReferenceBody {
     pub schema_version: String,
     pub id: String,
@@ -236,59 +243,71 @@ pub struct ReferenceBody {
     pub agent_id: String,
     pub created_at: String,
     pub context: String,
+    /// A number, written as Go writes a float64 (`1`, not `1.0`).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<f64>")]
     pub relevance: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<f64>")]
     pub trust_weight: Option<Value>,
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub time_horizon: String,
+    /// Standard base64 of the Ed25519 signature over
+    /// `id|canonical_object_id|agent_id|created_at`.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub signature: String,
+    /// Standard base64 of the 32-byte key; registered on first use.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub public_key: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
 }
 
-pub fn reference_body(r: pb::AgentReference) -> ReferenceBody {
-    ReferenceBody {
-        metadata: non_empty_object(&r.metadata),
-        schema_version: r.schema_version,
-        id: r.id,
-        canonical_object_id: r.canonical_object_id,
-        agent_id: r.agent_id,
-        created_at: r.created_at,
-        context: r.context,
-        relevance: r.relevance.map(go_number),
-        trust_weight: r.trust_weight.map(go_number),
-        time_horizon: r.time_horizon,
-        signature: r.signature,
-        public_key: r.public_key,
+impl From<pb::AgentReference> for ReferenceBody {
+    fn from(r: pb::AgentReference) -> Self {
+        ReferenceBody {
+            metadata: non_empty_object(&r.metadata),
+            schema_version: r.schema_version,
+            id: r.id,
+            canonical_object_id: r.canonical_object_id,
+            agent_id: r.agent_id,
+            created_at: r.created_at,
+            context: r.context,
+            relevance: r.relevance.map(go_number),
+            trust_weight: r.trust_weight.map(go_number),
+            time_horizon: r.time_horizon,
+            signature: r.signature,
+            public_key: r.public_key,
+        }
     }
 }
 
-pub async fn put_reference(
-    State(state): State<GatewayState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<(StatusCode, GoJson<ReferenceBody>), ApiError> {
-    let request = match decode_reference(&body) {
+/// open-cognition's `POST /reference` request: a reference as [`ReferenceBody`] shows it,
+/// signed over `id|canonical_object_id|agent_id|created_at` (decoded as Go would).
+/// Documents the body only; [`decode_reference`] reads it.
+#[derive(Debug, JsonSchema)]
+pub struct ReferenceInput {
+    #[serde(flatten)]
+    pub reference: ReferenceBody,
+}
+
+async fn put_reference(caller: Caller, body: RawJson<ReferenceInput>) -> Creates<ReferenceBody> {
+    let request = match decode_reference(&body.bytes) {
         Ok(request) => request,
-        Err(err) => return Err(stopped_first(&state, &headers, err).await),
+        Err(err) => return Err(stopped_first(&caller, err).await),
     };
     // The original echoes the decoded request (relevance as sent, not rounded).
     let echo_relevance = request.relevance;
     let echo_trust = request.trust_weight;
-    let mut ledger = state.ledger();
-    let stored = ledger
-        .put_reference(grpc(&headers, request))
-        .await
-        .styled(STYLE)?
+    let stored = caller
+        .ledger()
+        .put_reference(caller.request(request))
+        .await?
         .into_inner();
-    let mut body = reference_body(stored);
+    let mut body = ReferenceBody::from(stored);
     body.relevance = echo_relevance.map(go_number);
     body.trust_weight = echo_trust.map(go_number);
-    Ok((StatusCode::CREATED, GoJson(body)))
+    Ok(Created(body))
 }
 
 fn decode_reference(body: &[u8]) -> Result<pb::PutReferenceRequest, ApiError> {
@@ -312,15 +331,37 @@ fn decode_reference(body: &[u8]) -> Result<pb::PutReferenceRequest, ApiError> {
     })
 }
 
-#[derive(Debug, serde::Deserialize, Default)]
-pub struct ListQuery {
+/// `GET /canonicals` parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CanonicalsQuery {
+    /// Items to return: default 50, at most 200
     limit: Option<String>,
+    /// Items to skip
     offset: Option<String>,
+    /// Only this object type
     object_type: Option<String>,
+    /// Only objects by this creator
     created_by: Option<String>,
-    agent_id: Option<String>,
-    canonical_object_id: Option<String>,
+    /// RFC 3339: only objects created at or after this time
     created_after: Option<String>,
+    /// RFC 3339: only objects created before this time
+    created_before: Option<String>,
+}
+
+/// `GET /references` parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReferencesQuery {
+    /// Items to return: default 50, at most 200
+    limit: Option<String>,
+    /// Items to skip
+    offset: Option<String>,
+    /// Only this agent's references
+    agent_id: Option<String>,
+    /// Only references to this object
+    canonical_object_id: Option<String>,
+    /// RFC 3339: only references created at or after this time
+    created_after: Option<String>,
+    /// RFC 3339: only references created before this time
     created_before: Option<String>,
 }
 
@@ -332,12 +373,13 @@ fn time_filter(
 ) -> Result<Option<prost_types::Timestamp>, ApiError> {
     match value {
         None | Some("") => Ok(None),
-        Some(text) => parse_rfc3339(text).map(Some).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "{name} must be an RFC 3339 timestamp like 2026-01-31T12:00:00Z"
-            ))
-            .styled(STYLE)
-        }),
+        Some(text) => noema_core::time::proto::parse_rfc3339(text)
+            .map(Some)
+            .ok_or_else(|| {
+                ApiError::malformed_query(format!(
+                    "{name} must be an RFC 3339 timestamp like 2026-01-31T12:00:00Z"
+                ))
+            }),
     }
 }
 
@@ -345,252 +387,282 @@ fn offset(raw: Option<&str>) -> u32 {
     raw.and_then(|v| v.parse::<u32>().ok()).unwrap_or(0)
 }
 
-pub async fn list_canonicals(
-    State(state): State<GatewayState>,
-    headers: HeaderMap,
-    Query(q): Query<ListQuery>,
-) -> Result<GoJson<Vec<CanonicalBody>>, ApiError> {
+fn page(limit: u32) -> Option<PageRequest> {
+    Some(PageRequest {
+        page_size: limit,
+        page_token: String::new(),
+    })
+}
+
+async fn list_canonicals(
+    caller: Caller,
+    Query(q): Query<CanonicalsQuery>,
+) -> Answer<Vec<CanonicalBody>> {
     let limit = list_limit(q.limit.as_deref());
     if limit == 0 {
         return Ok(GoJson(Vec::new()));
     }
-    let mut ledger = state.ledger();
-    let objects = ledger
-        .list_canonicals(grpc(
-            &headers,
-            pb::ListCanonicalsRequest {
-                page: Some(PageRequest {
-                    page_size: limit,
-                    page_token: String::new(),
-                }),
-                offset: offset(q.offset.as_deref()),
-                object_type: q.object_type.unwrap_or_default(),
-                created_by: q.created_by.unwrap_or_default(),
-                created_after: time_filter("created_after", q.created_after.as_deref())?,
-                created_before: time_filter("created_before", q.created_before.as_deref())?,
-            },
-        ))
-        .await
-        .styled(STYLE)?
+    let request = pb::ListCanonicalsRequest {
+        page: page(limit),
+        offset: offset(q.offset.as_deref()),
+        object_type: q.object_type.unwrap_or_default(),
+        created_by: q.created_by.unwrap_or_default(),
+        created_after: time_filter("created_after", q.created_after.as_deref())?,
+        created_before: time_filter("created_before", q.created_before.as_deref())?,
+    };
+    let objects = caller
+        .ledger()
+        .list_canonicals(caller.request(request))
+        .await?
         .into_inner()
         .objects;
-    Ok(GoJson(objects.into_iter().map(canonical_body).collect()))
+    Ok(GoJson(
+        objects.into_iter().map(CanonicalBody::from).collect(),
+    ))
 }
 
-pub async fn list_references(
-    State(state): State<GatewayState>,
-    headers: HeaderMap,
-    Query(q): Query<ListQuery>,
-) -> Result<GoJson<Vec<ReferenceBody>>, ApiError> {
+async fn list_references(
+    caller: Caller,
+    Query(q): Query<ReferencesQuery>,
+) -> Answer<Vec<ReferenceBody>> {
     let limit = list_limit(q.limit.as_deref());
     if limit == 0 {
         return Ok(GoJson(Vec::new()));
     }
-    let mut ledger = state.ledger();
-    let references = ledger
-        .list_references(grpc(
-            &headers,
-            pb::ListReferencesRequest {
-                page: Some(PageRequest {
-                    page_size: limit,
-                    page_token: String::new(),
-                }),
-                offset: offset(q.offset.as_deref()),
-                agent_id: q.agent_id.unwrap_or_default(),
-                canonical_object_id: q.canonical_object_id.unwrap_or_default(),
-                created_after: time_filter("created_after", q.created_after.as_deref())?,
-                created_before: time_filter("created_before", q.created_before.as_deref())?,
-            },
-        ))
-        .await
-        .styled(STYLE)?
+    let request = pb::ListReferencesRequest {
+        page: page(limit),
+        offset: offset(q.offset.as_deref()),
+        agent_id: q.agent_id.unwrap_or_default(),
+        canonical_object_id: q.canonical_object_id.unwrap_or_default(),
+        created_after: time_filter("created_after", q.created_after.as_deref())?,
+        created_before: time_filter("created_before", q.created_before.as_deref())?,
+    };
+    let references = caller
+        .ledger()
+        .list_references(caller.request(request))
+        .await?
         .into_inner()
         .references;
-    Ok(GoJson(references.into_iter().map(reference_body).collect()))
+    Ok(GoJson(
+        references.into_iter().map(ReferenceBody::from).collect(),
+    ))
 }
 
-pub async fn get_canonical(
-    State(state): State<GatewayState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Result<GoJson<CanonicalBody>, ApiError> {
-    let mut ledger = state.ledger();
-    let object = ledger
-        .get_canonical(grpc(&headers, pb::GetCanonicalRequest { id }))
-        .await
-        .styled(STYLE)?
-        .into_inner();
-    Ok(GoJson(canonical_body(object)))
+async fn get_canonical(caller: Caller, Path(id): Path<String>) -> Answer<CanonicalBody> {
+    let object = caller
+        .ledger()
+        .get_canonical(caller.request(pb::GetCanonicalRequest { id }))
+        .await?;
+    Ok(GoJson(object.into_inner().into()))
 }
 
 /// The payload bytes, streamed, with the object's content type.
-pub async fn get_payload(
-    State(state): State<GatewayState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    let mut ledger = state.ledger();
+async fn get_payload(caller: Caller, Path(id): Path<String>) -> Result<Payload, ApiError> {
+    let mut ledger = caller.ledger();
     let object = ledger
-        .get_canonical(grpc(&headers, pb::GetCanonicalRequest { id: id.clone() }))
-        .await
-        .styled(STYLE)?
+        .get_canonical(caller.request(pb::GetCanonicalRequest { id: id.clone() }))
+        .await?
         .into_inner();
     let stream = ledger
-        .get_canonical_payload(grpc(&headers, pb::GetCanonicalRequest { id }))
-        .await
-        .styled(STYLE)?
+        .get_canonical_payload(caller.request(pb::GetCanonicalRequest { id }))
+        .await?
         .into_inner()
         .map(|chunk| {
             chunk
                 .map(|c| Bytes::from(c.data))
                 .map_err(std::io::Error::other)
         });
-    Ok((
-        [(CONTENT_TYPE, object.content_type)],
-        Body::from_stream(stream),
-    )
-        .into_response())
+    Ok(Payload {
+        content_type: object.content_type,
+        body: Body::from_stream(stream),
+    })
 }
 
-#[derive(Debug, serde::Deserialize, Default)]
+/// `GET /reconcile` parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct ReconcileQuery {
+    /// true to also re-hash every stored object
     verify_hashes: Option<String>,
 }
 
 /// open-cognition's summary (`checked`, `checked_at`, `missing_in_storage`, `ok`) plus
 /// what it cannot see: storage orphans and, on request, corrupt objects.
-pub async fn reconcile(
-    State(state): State<GatewayState>,
-    headers: HeaderMap,
-    Query(q): Query<ReconcileQuery>,
-) -> Result<GoJson<Value>, ApiError> {
-    let verify_hashes = matches!(q.verify_hashes.as_deref(), Some("true" | "1"));
-    let mut ledger = state.ledger();
-    let report = ledger
-        .reconcile(grpc(&headers, pb::ReconcileRequest { verify_hashes }))
-        .await
-        .styled(STYLE)?
-        .into_inner();
-    Ok(GoJson(json!({
-        "checked": report.checked,
-        "checked_at": report.checked_at.as_ref().map(rfc3339_seconds).unwrap_or_default(),
-        "missing_in_storage": report.missing_in_storage.iter()
-            .map(|m| json!({"id": m.id, "storage_path": m.storage_path})).collect::<Vec<_>>(),
-        "ok": report.ok,
-        "orphans_in_storage": report.orphans_in_storage.iter()
-            .map(|o| json!({"size_bytes": o.size_bytes, "storage_path": o.storage_path})).collect::<Vec<_>>(),
-        "corrupt": report.corrupt.iter()
-            .map(|c| json!({"actual_hash": c.actual_hash, "id": c.id, "storage_path": c.storage_path})).collect::<Vec<_>>(),
-    })))
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReconcileReport {
+    pub checked: u64,
+    pub checked_at: String,
+    /// Objects whose stored bytes no longer hash to their id (with `verify_hashes`).
+    pub corrupt: Vec<CorruptObject>,
+    pub missing_in_storage: Vec<MissingObject>,
+    /// Objects whose bytes are present (and, with `verify_hashes`, intact).
+    pub ok: u64,
+    /// Stored bytes with no ledger row (an interrupted write).
+    pub orphans_in_storage: Vec<OrphanObject>,
 }
 
-/// This module's routes and their documentation (see `crate::route_table`).
-pub fn routes() -> Vec<(RouteDoc, MethodRouter<GatewayState>)> {
+/// A ledger row whose bytes are missing.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct MissingObject {
+    pub id: String,
+    pub storage_path: String,
+}
+
+/// Stored bytes without a ledger row.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OrphanObject {
+    pub size_bytes: u64,
+    pub storage_path: String,
+}
+
+/// Stored bytes that do not hash to their id.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CorruptObject {
+    pub actual_hash: String,
+    pub id: String,
+    pub storage_path: String,
+}
+
+async fn reconcile(caller: Caller, Query(q): Query<ReconcileQuery>) -> Answer<ReconcileReport> {
+    let verify_hashes = matches!(q.verify_hashes.as_deref(), Some("true" | "1"));
+    let report = caller
+        .ledger()
+        .reconcile(caller.request(pb::ReconcileRequest { verify_hashes }))
+        .await?
+        .into_inner();
+    Ok(GoJson(ReconcileReport {
+        checked: report.checked,
+        checked_at: report
+            .checked_at
+            .as_ref()
+            .map(rfc3339_seconds)
+            .unwrap_or_default(),
+        corrupt: report
+            .corrupt
+            .into_iter()
+            .map(|c| CorruptObject {
+                actual_hash: c.actual_hash,
+                id: c.id,
+                storage_path: c.storage_path,
+            })
+            .collect(),
+        missing_in_storage: report
+            .missing_in_storage
+            .into_iter()
+            .map(|m| MissingObject {
+                id: m.id,
+                storage_path: m.storage_path,
+            })
+            .collect(),
+        ok: report.ok,
+        orphans_in_storage: report
+            .orphans_in_storage
+            .into_iter()
+            .map(|o| OrphanObject {
+                size_bytes: o.size_bytes,
+                storage_path: o.storage_path,
+            })
+            .collect(),
+    }))
+}
+
+/// This module's routes (see `crate::route_table`).
+pub fn routes() -> Vec<Route> {
+    let r = OPEN_COGNITION;
     vec![
-        (
-            doc(
-                "POST",
-                "/canonical",
-                "putCanonical",
-                "ledger",
-                "Store a canonical object (payload base64); 201, 409 duplicate, 422 invalid, 503 STOPPED",
-            ),
-            post(put_canonical),
-        ),
-        (
-            doc(
-                "POST",
-                "/reference",
-                "putReference",
-                "ledger",
-                "Record an Ed25519-signed agent reference; the key is registered on first use",
-            ),
-            post(put_reference),
-        ),
-        (
-            RouteDoc {
-                query: &[
-                    ("limit", "Items to return: default 50, at most 200"),
-                    ("offset", "Items to skip"),
-                    ("object_type", "Only this object type"),
-                    ("created_by", "Only objects by this creator"),
-                    (
-                        "created_after",
-                        "RFC 3339: only objects created at or after this time",
-                    ),
-                    (
-                        "created_before",
-                        "RFC 3339: only objects created before this time",
-                    ),
-                ],
-                ..doc(
-                    "GET",
-                    "/canonicals",
-                    "listCanonicals",
-                    "ledger",
-                    "Canonical objects, newest created_at first",
-                )
-            },
-            get(list_canonicals),
-        ),
-        (
-            doc(
-                "GET",
-                "/canonicals/{id}",
-                "getCanonical",
-                "ledger",
-                "One canonical object's metadata",
-            ),
-            get(get_canonical),
-        ),
-        (
-            doc(
-                "GET",
-                "/canonicals/{id}/payload",
-                "getCanonicalPayload",
-                "ledger",
-                "One canonical object's payload bytes, with its content type",
-            ),
-            get(get_payload),
-        ),
-        (
-            RouteDoc {
-                query: &[
-                    ("limit", "Items to return: default 50, at most 200"),
-                    ("offset", "Items to skip"),
-                    ("agent_id", "Only this agent's references"),
-                    ("canonical_object_id", "Only references to this object"),
-                    (
-                        "created_after",
-                        "RFC 3339: only references created at or after this time",
-                    ),
-                    (
-                        "created_before",
-                        "RFC 3339: only references created before this time",
-                    ),
-                ],
-                ..doc(
-                    "GET",
-                    "/references",
-                    "listReferences",
-                    "ledger",
-                    "Agent references, newest created_at first",
-                )
-            },
-            get(list_references),
-        ),
-        (
-            RouteDoc {
-                query: &[("verify_hashes", "true to also re-hash every stored object")],
-                ..doc(
-                    "GET",
-                    "/reconcile",
-                    "reconcile",
-                    "ledger",
-                    "Ledger rows missing from storage, storage objects with no row, corrupt objects",
-                )
-            },
-            get(reconcile),
-        ),
+        r.route(
+            Verb::Post,
+            "/canonical",
+            "putCanonical",
+            "Store a canonical object (payload base64); 201, 409 duplicate, 422 invalid, 503 STOPPED",
+            put_canonical,
+        )
+        .calls("PutCanonical")
+        .status(409, "An object with this id exists"),
+        r.route(
+            Verb::Post,
+            "/reference",
+            "putReference",
+            "Record an Ed25519-signed agent reference; the key is registered on first use",
+            put_reference,
+        )
+        .calls("PutReference")
+        .status(409, "A reference with this id exists"),
+        r.route(
+            Verb::Get,
+            "/canonicals",
+            "listCanonicals",
+            "Canonical objects, newest created_at first",
+            list_canonicals,
+        )
+        .calls("ListCanonicals"),
+        r.route(
+            Verb::Get,
+            "/canonicals/{id}",
+            "getCanonical",
+            "One canonical object's metadata",
+            get_canonical,
+        )
+        .calls("GetCanonical")
+        .status(404, "No such object"),
+        r.route(
+            Verb::Get,
+            "/canonicals/{id}/payload",
+            "getCanonicalPayload",
+            "One canonical object's payload bytes, with its content type",
+            get_payload,
+        )
+        .calls("GetCanonical")
+        .calls("GetCanonicalPayload")
+        .status(404, "No such object"),
+        r.route(
+            Verb::Get,
+            "/references",
+            "listReferences",
+            "Agent references, newest created_at first",
+            list_references,
+        )
+        .calls("ListReferences"),
+        r.route(
+            Verb::Get,
+            "/reconcile",
+            "reconcile",
+            "Ledger rows missing from storage, storage objects with no row, corrupt objects",
+            reconcile,
+        )
+        .calls("Reconcile"),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::go_json::tests::assert_sorted;
+
+    #[test]
+    fn the_reconcile_report_keeps_its_field_order() {
+        assert_sorted(&ReconcileReport {
+            checked: 1,
+            checked_at: "t".into(),
+            corrupt: vec![CorruptObject {
+                actual_hash: "h".into(),
+                id: "i".into(),
+                storage_path: "p".into(),
+            }],
+            missing_in_storage: vec![MissingObject {
+                id: "i".into(),
+                storage_path: "p".into(),
+            }],
+            ok: 0,
+            orphans_in_storage: vec![OrphanObject {
+                size_bytes: 1,
+                storage_path: "p".into(),
+            }],
+        });
+    }
+
+    #[test]
+    fn go_prints_integral_floats_without_a_fraction() {
+        assert_eq!(go_number(1.0).to_string(), "1");
+        assert_eq!(go_number(0.5).to_string(), "0.5");
+    }
 }

@@ -1,7 +1,14 @@
-//! REST routes, one module per fronted system.
+//! REST routes, one module per fronted system or aggregate, each declaring its routes
+//! once (`crate::route`).
 
-pub mod diary;
+pub mod chain;
+pub mod diaries;
+pub mod entries;
 pub mod identity;
 pub mod ledger;
 pub mod ledger_objects;
+pub mod moltnet;
 pub mod ops;
+pub mod relations;
+pub mod signing;
+pub mod tokens;
