@@ -89,7 +89,7 @@ impl ApiError {
         )
     }
 
-    /// A query parameter the gateway cannot read (400 on every system).
+    /// A query parameter the gateway cannot read (400; open-cognition's validation 422).
     pub fn malformed_query(message: impl Into<String>) -> Self {
         ApiError(
             Failure::new(ErrorCode::InvalidArgument, message).with_reason(Reason::MalformedQuery),

@@ -1,6 +1,6 @@
 //! open-cognition's error body: `{"code", "error"}` plus `hint`. The original answers
-//! every validation failure 422, except a body it cannot decode (400); a query
-//! parameter the gateway cannot read is 400 too.
+//! every validation failure 422 (a query filter it cannot read included), except a
+//! body it cannot decode (400).
 
 use axum::http::StatusCode;
 use noema_core::{ErrorCode, Failure, Reason};
@@ -21,9 +21,7 @@ pub struct OpenCognitionError {
 
 pub fn render(failure: &Failure) -> (StatusCode, OpenCognitionError) {
     let status = match (failure.code, failure.reason) {
-        (ErrorCode::InvalidArgument, Reason::MalformedBody | Reason::MalformedQuery) => {
-            StatusCode::BAD_REQUEST
-        }
+        (ErrorCode::InvalidArgument, Reason::MalformedBody) => StatusCode::BAD_REQUEST,
         (ErrorCode::InvalidArgument, _) => StatusCode::UNPROCESSABLE_ENTITY,
         (code, _) => code.http_status(),
     };
@@ -67,7 +65,7 @@ mod tests {
             )
         );
         let query = ApiError::malformed_query("created_after must be RFC 3339").0;
-        assert_eq!(rendered(ErrorStyle::OpenCognition, &query).0, 400);
+        assert_eq!(rendered(ErrorStyle::OpenCognition, &query).0, 422);
     }
 
     #[test]
