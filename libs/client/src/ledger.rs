@@ -157,6 +157,33 @@ mod tests {
     }
 
     #[test]
+    fn stopped_is_told_by_its_reason_not_its_text() {
+        use noema_core::{ErrorCode, Failure, Reason};
+        let stopped = Failure::new(ErrorCode::Unavailable, "any words at all")
+            .with_reason(Reason::SystemStopped)
+            .to_status();
+        assert!(refused_because_stopped(&stopped));
+        assert_eq!(
+            ClientError::Status(stopped).reason(),
+            Some(Reason::SystemStopped)
+        );
+        let text_only = tonic::Status::unavailable(noema_core::STOPPED_MESSAGE);
+        assert!(!refused_because_stopped(&text_only));
+        assert_eq!(
+            ClientError::Status(text_only).reason(),
+            Some(Reason::Unavailable)
+        );
+        assert_eq!(ClientError::Stopped.reason(), Some(Reason::SystemStopped));
+        assert_eq!(ClientError::Token.reason(), None);
+        let conflict = ClientError::Status(
+            Failure::new(ErrorCode::AlreadyExists, "orphaned write")
+                .with_reason(Reason::StorageConflict)
+                .to_status(),
+        );
+        assert_ne!(conflict.reason(), Some(Reason::AlreadyExists));
+    }
+
+    #[test]
     fn references_are_signed_over_the_four_fields() {
         let key = SigningKeyPair::from_seed(&[1; 32]);
         let r = signed_reference(

@@ -166,3 +166,55 @@ impl From<LedgerError> for tonic::Status {
         noema_core::to_status(&err)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use noema_core::{ErrorCode, Failure, Reason, STOPPED_MESSAGE};
+
+    use super::LedgerError;
+
+    fn sent(err: LedgerError) -> Failure {
+        Failure::from_status(&tonic::Status::from(err))
+    }
+
+    #[test]
+    fn callers_tell_stopped_mismatch_and_conflicts_apart_by_reason() {
+        let stopped = sent(LedgerError::Stopped);
+        assert_eq!(
+            (stopped.code, stopped.reason, stopped.message.as_str()),
+            (
+                ErrorCode::Unavailable,
+                Reason::SystemStopped,
+                STOPPED_MESSAGE
+            )
+        );
+        let mismatch = sent(LedgerError::KeyMismatch {
+            agent_id: "agent:a".into(),
+        });
+        assert_eq!(mismatch.code, ErrorCode::InvalidArgument);
+        assert_eq!(mismatch.reason, Reason::PublicKeyMismatch);
+        assert_eq!(mismatch.message, "public key mismatch");
+        assert!(mismatch.hint.is_some_and(|h| h.contains("agent:a")));
+        assert_eq!(
+            sent(LedgerError::StorageConflict).reason,
+            Reason::StorageConflict
+        );
+        assert_eq!(
+            sent(LedgerError::DuplicateCanonical).reason,
+            Reason::AlreadyExists
+        );
+    }
+
+    #[test]
+    fn identitys_failures_pass_on_with_their_reason() {
+        let mut limited = Failure::new(ErrorCode::ResourceExhausted, "slow down")
+            .with_reason(Reason::RateLimited);
+        limited.retry_after = Some(Duration::from_secs(3));
+        let passed = sent(LedgerError::Identity(limited));
+        assert_eq!(passed.reason, Reason::RateLimited);
+        assert_eq!(passed.retry_after, Some(Duration::from_secs(3)));
+        assert_eq!(passed.message, "slow down");
+    }
+}
