@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::route::{Route, Schemas};
+use crate::route::{Access, Route, Schemas};
 
 /// Error statuses every protected route may answer, besides its own.
 const PROTECTED_ERRORS: [(u16, &str); 5] = [
@@ -58,7 +58,7 @@ fn operation(route: &Route, schemas: &mut Schemas) -> Value {
         }
         responses.insert(response.status.to_string(), entry);
     }
-    let public = route.rpcs().is_empty();
+    let public = route.access == Access::Public;
     let mut errors: Vec<(u16, &str)> = if public {
         vec![(503, "Unavailable")]
     } else {
@@ -177,6 +177,29 @@ mod tests {
                 assert!(
                     responses.keys().any(|status| status.starts_with('2')),
                     "{method} {path} documents no success"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_protected_route_names_rpcs_the_contracts_have() {
+        for route in crate::route_table() {
+            if route.access == Access::Public {
+                continue;
+            }
+            assert!(
+                !route.rpcs().is_empty(),
+                "{} {} is neither public nor calls an RPC",
+                route.verb.as_str(),
+                route.path
+            );
+            for rpc in route.rpcs() {
+                assert!(
+                    noema_proto::required_scope(rpc).is_some(),
+                    "{} {} calls {rpc}, which no contract has",
+                    route.verb.as_str(),
+                    route.path
                 );
             }
         }
