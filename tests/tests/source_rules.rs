@@ -1,6 +1,6 @@
 //! Rules the code of `libs/` and `services/` keeps, checked on the source text: callers
-//! decide on an error's reason, never on its message, and services build a
-//! `tonic::Status` only through `noema_core::to_status`. Each offence is named by
+//! decide on an error's reason, never on its message; services build a `tonic::Status`
+//! only through `noema_core::to_status`; `sha256:` ids are made only by `ContentId`. Each offence is named by
 //! file:line. Tests are exempt: `tests/` directories, `#[cfg(test)]` items and the test
 //! harnesses listed in [`TEST_CODE`].
 
@@ -36,9 +36,12 @@ const RULES: &[Rule] = &[
         applies_to: |path| path.starts_with("services/"),
         offends: builds_a_status,
     },
-    // Primitives (issue 14, item 6): `format!("sha256:` outside
-    // `libs/core/src/content_id.rs` — ContentId is the only way to make a `sha256:` id.
-    // The primitives work adds that rule here.
+    // Primitives (issue 14, item 6): ContentId is the only way to make a `sha256:` id.
+    Rule {
+        name: "writes a sha256: id by hand (use noema_core::content_id::ContentId)",
+        applies_to: |path| path != "libs/core/src/content_id.rs",
+        offends: |line| line.contains("format!(\"sha256:"),
+    },
 ];
 
 /// Operations that inspect a text's content.
@@ -479,6 +482,15 @@ fn planted_status_constructions_are_caught_in_services_only() {
     assert!(found[0].starts_with("services/ledger/src/api.rs:3: builds a tonic::Status"));
     assert!(found[1].starts_with("services/ledger/src/api.rs:4: "));
     assert!(offences("libs/runtime/src/client.rs", planted).is_empty());
+}
+
+#[test]
+fn planted_sha256_ids_are_caught_outside_content_id() {
+    let planted = "fn id(hex: &str) -> String {\n    format!(\"sha256:{hex}\")\n}\n";
+    let found = offences("services/ledger/src/ledger.rs", planted);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].starts_with("services/ledger/src/ledger.rs:2: writes a sha256: id"));
+    assert!(offences("libs/core/src/content_id.rs", planted).is_empty());
 }
 
 #[test]
