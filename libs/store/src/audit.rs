@@ -1,10 +1,18 @@
-//! SQL for the hash-chained audit log every service keeps in its own database
-//! (`audit_log` + the one-row `audit_head`, created by each service's migrations).
+//! The hash-chained audit log every service keeps in its own database (`audit_log` + the
+//! one-row `audit_head`, created by each service's migrations), and [`AuditedTx`]: the one
+//! way a store writes.
 //!
-//! Appends run inside the caller's transaction: the head row's lock serialises appends
+//! Appends run inside the writer's transaction: the head row's lock serialises appends
 //! across connections and replicas, so each entry commits to the hash of the previous one.
 
 use noema_core::audit::{AuditDraft, AuditEntry};
+use serde_json::Value;
+use sqlx::Acquire;
+use sqlx::types::Json;
+use time::OffsetDateTime;
+
+use crate::sql::{Builder, Conn, Engine, query};
+use crate::with_pool;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
@@ -25,209 +33,225 @@ impl noema_core::ServiceError for AuditError {
     }
 }
 
-macro_rules! audit_queries {
-    ($module:ident, $db:ty) => {
-        pub mod $module {
-            use serde_json::Value;
-            use sqlx::Row;
-            use sqlx::types::Json;
-            use time::OffsetDateTime;
-
-            use super::{AuditDraft, AuditEntry, AuditError};
-
-            type Db = $db;
-            type Tx<'a> = sqlx::Transaction<'a, Db>;
-
-            /// Locks the chain head and returns `(last_id, last_hash)`. Make it the first
-            /// write of a SQLite transaction's audit work so the write lock is taken once.
-            pub async fn lock_head(tx: &mut Tx<'_>) -> Result<(i64, String), AuditError> {
-                let row = sqlx::query(
-                    "UPDATE audit_head SET last_id = last_id WHERE id = 1 RETURNING last_id, last_hash",
-                )
-                .fetch_one(&mut **tx)
-                .await?;
-                Ok((row.try_get("last_id")?, row.try_get("last_hash")?))
-            }
-
-            /// Appends `draft` after the locked `head` and moves the head.
-            pub async fn append_after(
-                tx: &mut Tx<'_>,
-                head: (i64, String),
-                draft: AuditDraft,
-                now: OffsetDateTime,
-            ) -> Result<AuditEntry, AuditError> {
-                let entry = draft.chain(head.0, &head.1, now)?;
-                insert_chained(tx, std::slice::from_ref(&entry)).await?;
-                Ok(entry)
-            }
-
-            /// Locks the head once and appends every draft in order, with one insert and one
-            /// head update however many there are: the audit side of a group commit.
-            pub async fn append_all(
-                tx: &mut Tx<'_>,
-                drafts: Vec<(AuditDraft, OffsetDateTime)>,
-            ) -> Result<Vec<AuditEntry>, AuditError> {
-                if drafts.is_empty() {
-                    return Ok(Vec::new());
-                }
-                let (mut last_id, mut last_hash) = lock_head(tx).await?;
-                let mut entries = Vec::with_capacity(drafts.len());
-                for (draft, now) in drafts {
-                    let entry = draft.chain(last_id, &last_hash, now)?;
-                    last_id = entry.id;
-                    last_hash.clone_from(&entry.hash);
-                    entries.push(entry);
-                }
-                insert_chained(tx, &entries).await?;
-                Ok(entries)
-            }
-
-            /// Inserts `entries`, chained in order after the locked head, and moves the head
-            /// to the last of them.
-            async fn insert_chained(tx: &mut Tx<'_>, entries: &[AuditEntry]) -> Result<(), AuditError> {
-                let Some(last) = entries.last() else {
-                    return Ok(());
-                };
-                let mut insert = sqlx::QueryBuilder::<Db>::new(
-                    "INSERT INTO audit_log \
-                     (id, occurred_at, actor, action, target_id, target_type, detail, prev_hash, hash) ",
-                );
-                insert.push_values(entries, |mut row, entry| {
-                    row.push_bind(entry.id)
-                        .push_bind(entry.occurred_at)
-                        .push_bind(&entry.actor)
-                        .push_bind(&entry.action)
-                        .push_bind(&entry.target_id)
-                        .push_bind(&entry.target_type)
-                        .push_bind(entry.detail.clone().map(Json))
-                        .push_bind(&entry.prev_hash)
-                        .push_bind(&entry.hash);
-                });
-                insert.build().execute(&mut **tx).await?;
-                sqlx::query("UPDATE audit_head SET last_id = $1, last_hash = $2 WHERE id = 1")
-                    .bind(last.id)
-                    .bind(&last.hash)
-                    .execute(&mut **tx)
-                    .await?;
-                Ok(())
-            }
-
-            /// Locks the head and appends one entry, inside the caller's transaction.
-            pub async fn append(
-                tx: &mut Tx<'_>,
-                draft: AuditDraft,
-                now: OffsetDateTime,
-            ) -> Result<AuditEntry, AuditError> {
-                let head = lock_head(tx).await?;
-                append_after(tx, head, draft, now).await
-            }
-
-            /// Writes `draft` as the chain's first entry if the log is empty. Safe to race.
-            pub async fn append_if_empty(
-                pool: &sqlx::Pool<Db>,
-                draft: AuditDraft,
-                now: OffsetDateTime,
-            ) -> Result<(), AuditError> {
-                let mut tx = pool.begin().await?;
-                let head = lock_head(&mut tx).await?;
-                if head.0 == 0 {
-                    append_after(&mut tx, head, draft, now).await?;
-                }
-                tx.commit().await?;
-                Ok(())
-            }
-
-            fn entry_from_row(row: &<Db as sqlx::Database>::Row) -> Result<AuditEntry, AuditError> {
-                let detail: Option<Json<Value>> = row.try_get("detail")?;
-                Ok(AuditEntry {
-                    id: row.try_get("id")?,
-                    occurred_at: row.try_get("occurred_at")?,
-                    actor: row.try_get("actor")?,
-                    action: row.try_get("action")?,
-                    target_id: row.try_get("target_id")?,
-                    target_type: row.try_get("target_type")?,
-                    detail: detail.map(|d| d.0),
-                    prev_hash: row.try_get("prev_hash")?,
-                    hash: row.try_get("hash")?,
-                })
-            }
-
-            /// Entries newest first, strictly older than `before_id` when given.
-            pub async fn list_newest_first(
-                pool: &sqlx::Pool<Db>,
-                before_id: Option<i64>,
-                limit: i64,
-            ) -> Result<Vec<AuditEntry>, AuditError> {
-                let rows = sqlx::query(
-                    "SELECT id, occurred_at, actor, action, target_id, target_type, detail, prev_hash, hash \
-                     FROM audit_log WHERE id < $1 ORDER BY id DESC LIMIT $2",
-                )
-                .bind(before_id.unwrap_or(i64::MAX))
-                .bind(limit)
-                .fetch_all(pool)
-                .await?;
-                rows.iter().map(entry_from_row).collect()
-            }
-
-            /// Entries oldest first, strictly newer than `after_id`: for chain verification.
-            pub async fn list_oldest_first(
-                pool: &sqlx::Pool<Db>,
-                after_id: i64,
-                limit: i64,
-            ) -> Result<Vec<AuditEntry>, AuditError> {
-                let rows = sqlx::query(
-                    "SELECT id, occurred_at, actor, action, target_id, target_type, detail, prev_hash, hash \
-                     FROM audit_log WHERE id > $1 ORDER BY id ASC LIMIT $2",
-                )
-                .bind(after_id)
-                .bind(limit)
-                .fetch_all(pool)
-                .await?;
-                rows.iter().map(entry_from_row).collect()
-            }
-        }
-    };
+/// Why an audited write transaction could not begin or commit.
+#[derive(Debug, thiserror::Error)]
+pub enum TxError {
+    /// Beginning or committing the transaction failed.
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    /// Locking the audit chain's head or appending to it failed.
+    #[error(transparent)]
+    Audit(#[from] AuditError),
 }
 
-audit_queries!(sqlite, sqlx::Sqlite);
-audit_queries!(postgres, sqlx::Postgres);
+/// A store's write transaction: the one way a service writes. It is begun holding the lock
+/// on the audit chain's head, the writer runs its statements on [`AuditedTx::conn`] and
+/// [`AuditedTx::record`]s the audit entry of each write, and [`AuditedTx::commit`] appends
+/// those entries to the chain and commits, atomically with the writes.
+///
+/// Locking the head first serialises a database's writers (on SQLite the write lock is
+/// taken at once, so a transaction never has to upgrade a read lock), and a check made
+/// inside the transaction (such as the ledger's STOPPED) sees every write committed before
+/// it. Dropped without `commit`, the transaction rolls back (when its connection is next
+/// used; [`AuditedTx::rollback`] does it at once).
+pub struct AuditedTx<'c, D: Engine> {
+    tx: sqlx::Transaction<'c, D>,
+    /// The chain's last `(id, hash)`, locked.
+    head: (i64, String),
+    recorded: Vec<(AuditDraft, OffsetDateTime)>,
+}
 
-/// Backend-independent reads of a service's audit log.
+impl<'c, D: Engine> AuditedTx<'c, D> {
+    /// Begins a transaction on `conn` (a pool or a connection) and locks the chain's head.
+    pub async fn begin(conn: impl Acquire<'c, Database = D>) -> Result<Self, TxError> {
+        let mut tx = conn.begin().await?;
+        let head = lock_head(&mut tx).await?;
+        Ok(AuditedTx {
+            tx,
+            head,
+            recorded: Vec::new(),
+        })
+    }
+
+    /// Where the writer's statements run.
+    pub fn conn(&mut self) -> Conn<'_, D> {
+        Conn::from(&mut self.tx)
+    }
+
+    /// Whether the audit log has no entry yet.
+    pub fn log_is_empty(&self) -> bool {
+        self.head.0 == 0
+    }
+
+    /// Records the audit entry of a write of this transaction. Entries are chained in the
+    /// order recorded, when the transaction commits; `at` is the entry's time.
+    pub fn record(&mut self, draft: AuditDraft, at: OffsetDateTime) {
+        self.recorded.push((draft, at));
+    }
+
+    /// Appends the recorded entries after the head and commits.
+    pub async fn commit(self) -> Result<(), TxError> {
+        let AuditedTx {
+            mut tx,
+            head,
+            recorded,
+        } = self;
+        append(&mut tx, head, recorded).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Rolls back now, rather than when the connection is next used: a connection the
+    /// caller keeps then holds no lock.
+    pub async fn rollback(self) -> Result<(), sqlx::Error> {
+        self.tx.rollback().await
+    }
+}
+
+/// Locks the chain head and returns `(last_id, last_hash)`.
+async fn lock_head<D: Engine>(
+    tx: &mut sqlx::Transaction<'_, D>,
+) -> Result<(i64, String), AuditError> {
+    Ok(
+        query("UPDATE audit_head SET last_id = last_id WHERE id = 1 RETURNING last_id, last_hash")
+            .fetch_one(tx)
+            .await?,
+    )
+}
+
+/// Chains `drafts` in order after the locked `head`, inserts them with one statement and
+/// moves the head to the last.
+async fn append<D: Engine>(
+    tx: &mut sqlx::Transaction<'_, D>,
+    head: (i64, String),
+    drafts: Vec<(AuditDraft, OffsetDateTime)>,
+) -> Result<(), AuditError> {
+    let (mut last_id, mut last_hash) = head;
+    let mut entries = Vec::with_capacity(drafts.len());
+    for (draft, at) in drafts {
+        let entry = draft.chain(last_id, &last_hash, at)?;
+        last_id = entry.id;
+        last_hash.clone_from(&entry.hash);
+        entries.push(entry);
+    }
+    if entries.is_empty() {
+        return Ok(());
+    }
+    Builder::<D>::new(
+        "INSERT INTO audit_log \
+         (id, occurred_at, actor, action, target_id, target_type, detail, prev_hash, hash) ",
+    )
+    .push_values(&entries, |row, entry| {
+        row.bind(entry.id)
+            .bind(entry.occurred_at)
+            .bind(&entry.actor)
+            .bind(&entry.action)
+            .bind(&entry.target_id)
+            .bind(&entry.target_type)
+            .bind(entry.detail.as_ref().map(Json))
+            .bind(&entry.prev_hash)
+            .bind(&entry.hash);
+    })
+    .build()
+    .execute(&mut *tx)
+    .await?;
+    query("UPDATE audit_head SET last_id = $1, last_hash = $2 WHERE id = 1")
+        .bind(last_id)
+        .bind(last_hash)
+        .execute(tx)
+        .await?;
+    Ok(())
+}
+
+#[derive(sqlx::FromRow)]
+struct EntryRow {
+    id: i64,
+    occurred_at: OffsetDateTime,
+    actor: String,
+    action: String,
+    target_id: Option<String>,
+    target_type: Option<String>,
+    detail: Option<Json<Value>>,
+    prev_hash: String,
+    hash: String,
+}
+
+impl From<EntryRow> for AuditEntry {
+    fn from(row: EntryRow) -> Self {
+        AuditEntry {
+            id: row.id,
+            occurred_at: row.occurred_at,
+            actor: row.actor,
+            action: row.action,
+            target_id: row.target_id,
+            target_type: row.target_type,
+            detail: row.detail.map(|d| d.0),
+            prev_hash: row.prev_hash,
+            hash: row.hash,
+        }
+    }
+}
+
+const ENTRY_COLUMNS: &str =
+    "id, occurred_at, actor, action, target_id, target_type, detail, prev_hash, hash";
+
+/// Backend-independent reads of a service's audit log, and its first entry.
 impl crate::Database {
+    /// Entries newest first, strictly older than `before_id` when given.
     pub async fn audit_newest_first(
         &self,
         before_id: Option<i64>,
         limit: i64,
     ) -> Result<Vec<AuditEntry>, AuditError> {
-        match self {
-            crate::Database::Sqlite(pool) => {
-                sqlite::list_newest_first(pool, before_id, limit).await
-            }
-            crate::Database::Postgres(pool) => {
-                postgres::list_newest_first(pool, before_id, limit).await
-            }
-        }
+        let sql = format!(
+            "SELECT {ENTRY_COLUMNS} FROM audit_log WHERE id < $1 ORDER BY id DESC LIMIT $2"
+        );
+        let rows: Vec<EntryRow> = with_pool!(self, |pool| {
+            query(&sql)
+                .bind(before_id.unwrap_or(i64::MAX))
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows.into_iter().map(AuditEntry::from).collect())
     }
 
+    /// Entries oldest first, strictly newer than `after_id`: for chain verification.
     pub async fn audit_oldest_first(
         &self,
         after_id: i64,
         limit: i64,
     ) -> Result<Vec<AuditEntry>, AuditError> {
-        match self {
-            crate::Database::Sqlite(pool) => sqlite::list_oldest_first(pool, after_id, limit).await,
-            crate::Database::Postgres(pool) => {
-                postgres::list_oldest_first(pool, after_id, limit).await
-            }
-        }
+        let sql =
+            format!("SELECT {ENTRY_COLUMNS} FROM audit_log WHERE id > $1 ORDER BY id ASC LIMIT $2");
+        let rows: Vec<EntryRow> = with_pool!(self, |pool| {
+            query(&sql)
+                .bind(after_id)
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows.into_iter().map(AuditEntry::from).collect())
     }
 
-    /// Writes the chain's first entry if the log is empty.
+    /// Writes `draft` as the chain's first entry if the log is empty. Safe to race.
     pub async fn audit_init(&self, draft: AuditDraft) -> Result<(), AuditError> {
-        let now = time::OffsetDateTime::now_utc();
-        match self {
-            crate::Database::Sqlite(pool) => sqlite::append_if_empty(pool, draft, now).await,
-            crate::Database::Postgres(pool) => postgres::append_if_empty(pool, draft, now).await,
-        }
+        let now = OffsetDateTime::now_utc();
+        with_pool!(self, |pool| append_first(pool, draft, now).await).map_err(|err| match err {
+            TxError::Database(err) => AuditError::Database(err),
+            TxError::Audit(err) => err,
+        })
     }
+}
+
+async fn append_first<D: Engine>(
+    pool: &sqlx::Pool<D>,
+    draft: AuditDraft,
+    now: OffsetDateTime,
+) -> Result<(), TxError> {
+    let mut tx = AuditedTx::begin(pool).await?;
+    if tx.log_is_empty() {
+        tx.record(draft, now);
+    }
+    tx.commit().await
 }

@@ -17,7 +17,8 @@ use crate::domain::relation::{self, Relation};
 use crate::domain::signing::{self, SigningRequest};
 use crate::domain::{agent, bulk, chain, tag, walk};
 use crate::error::IdentityError;
-use crate::store::{EntryFilter, IdentityStore, RelationFilter, SignatureInput, diary::fts5_query};
+use crate::domain::search::fts5_query;
+use crate::store::{EntryFilter, IdentityStore, RelationFilter, SignatureInput};
 
 const ENTRY_NOT_FOUND: &str = "Diary entry not found";
 const REQUEST_NOT_FOUND: &str = "Signing request not found";

@@ -6,6 +6,7 @@ pub mod chain;
 pub mod diary;
 pub mod entry;
 pub mod relation;
+pub mod search;
 pub mod signing;
 pub mod tag;
 pub mod token;

@@ -1,9 +1,7 @@
-//! The only place with SQL. One body of queries, compiled once per backend.
-//!
-//! `backend_queries!` expands the same functions for SQLite and for Postgres so the SQL
-//! is written once (both accept `$n` placeholders) while sqlx still sees concrete types.
+//! The only place with SQL, written once for both engines (`noema_store::sql`).
 
-use noema_store::Database;
+use noema_store::audit::TxError;
+use noema_store::{Database, with_pool};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use time::OffsetDateTime;
@@ -124,15 +122,6 @@ const MODE_HINT_TTL: Duration = Duration::from_secs(1);
 /// Canonical rows kept in memory (about 0.5 KiB each without metadata).
 const CACHED_CANONICALS: usize = 16_384;
 
-macro_rules! dispatch {
-    ($self:ident, $func:ident ( $($arg:expr),* )) => {
-        match &$self.db {
-            Database::Sqlite(pool) => queries::sqlite::$func(pool, $($arg),*).await,
-            Database::Postgres(pool) => queries::postgres::$func(pool, $($arg),*).await,
-        }
-    };
-}
-
 impl LedgerStore {
     pub fn new(db: Database) -> Self {
         LedgerStore {
@@ -194,7 +183,7 @@ impl LedgerStore {
 
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn system_state(&self) -> Result<SystemState, LedgerError> {
-        let state: SystemState = dispatch!(self, system_state())?;
+        let state: SystemState = with_pool!(&self.db, |pool| queries::system_state(pool).await)?;
         self.remember_mode(state.mode);
         Ok(state)
     }
@@ -208,7 +197,9 @@ impl LedgerStore {
         now: OffsetDateTime,
     ) -> Result<SystemState, LedgerError> {
         let _turn = self.write_turn().await;
-        let state: SystemState = dispatch!(self, set_mode(mode, actor, now))?;
+        let state: SystemState =
+            with_pool!(&self.db, |pool| queries::set_mode(pool, mode, actor, now)
+                .await)?;
         self.remember_mode(state.mode);
         Ok(state)
     }
@@ -241,7 +232,8 @@ impl LedgerStore {
         if let Some(object) = self.canonicals.get(id) {
             return Ok(Some(CanonicalObject::clone(&object)));
         }
-        let found: Option<CanonicalObject> = dispatch!(self, get_canonical(id))?;
+        let found: Option<CanonicalObject> =
+            with_pool!(&self.db, |pool| queries::get_canonical(pool, id).await)?;
         if let Some(object) = &found {
             self.canonicals
                 .insert(object.id.clone(), Arc::new(object.clone()));
@@ -255,7 +247,8 @@ impl LedgerStore {
         query: &Query,
         page: &Page,
     ) -> Result<Vec<CanonicalObject>, LedgerError> {
-        dispatch!(self, list_canonicals(query, page))
+        with_pool!(&self.db, |pool| queries::list_canonicals(pool, query, page)
+            .await)
     }
 
     pub async fn canonicals_oldest_first(
@@ -263,7 +256,10 @@ impl LedgerStore {
         after: &(i64, String),
         limit: u32,
     ) -> Result<Vec<CanonicalObject>, LedgerError> {
-        dispatch!(self, canonicals_oldest_first(after, limit))
+        with_pool!(&self.db, |pool| queries::canonicals_oldest_first(
+            pool, after, limit
+        )
+        .await)
     }
 
     pub async fn storage_paths(
@@ -271,7 +267,10 @@ impl LedgerStore {
         after_id: &str,
         limit: u32,
     ) -> Result<Vec<(String, String)>, LedgerError> {
-        dispatch!(self, storage_paths(after_id, limit))
+        with_pool!(&self.db, |pool| queries::storage_paths(
+            pool, after_id, limit
+        )
+        .await)
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(id = %reference.id))]
@@ -296,7 +295,8 @@ impl LedgerStore {
         query: &Query,
         page: &Page,
     ) -> Result<Vec<AgentReference>, LedgerError> {
-        dispatch!(self, list_references(query, page))
+        with_pool!(&self.db, |pool| queries::list_references(pool, query, page)
+            .await)
     }
 
     /// Audit entries newest first, strictly older than `before_id` when given.
@@ -310,5 +310,14 @@ impl LedgerStore {
             .db
             .audit_newest_first(before_id, i64::from(limit))
             .await?)
+    }
+}
+
+impl From<TxError> for LedgerError {
+    fn from(err: TxError) -> Self {
+        match err {
+            TxError::Database(err) => LedgerError::Database(err),
+            TxError::Audit(err) => LedgerError::Audit(err),
+        }
     }
 }

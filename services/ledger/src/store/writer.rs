@@ -102,7 +102,7 @@ impl Session {
         Session { db, held: None }
     }
 
-    /// One transaction over `writes` (see `queries::*::insert_batch`). After a failure
+    /// One transaction over `writes` (see `queries::insert_batch`). After a failure
     /// other than STOPPED the connection is let go (closed on SQLite, given back to the
     /// pool on Postgres): it may be the cause, and a fresh one costs one connect.
     async fn insert_batch(
@@ -123,7 +123,7 @@ impl Session {
                 // starve every reader. Such a writer borrows it for each batch.
                 Database::Sqlite(pool) if pool.options().get_max_connections() <= 1 => {
                     let mut conn = pool.acquire().await?;
-                    return queries::sqlite::insert_batch(&mut *conn, writes).await;
+                    return queries::insert_batch(&mut *conn, writes).await;
                 }
                 Database::Sqlite(pool) => {
                     let mut conn = pool.connect_options().connect().await?;
@@ -135,11 +135,11 @@ impl Session {
         };
         let (held, outcome) = match held {
             Held::Sqlite(mut conn) => {
-                let outcome = queries::sqlite::insert_batch(&mut conn, writes).await;
+                let outcome = queries::insert_batch(&mut conn, writes).await;
                 (Held::Sqlite(conn), outcome)
             }
             Held::Postgres(mut conn) => {
-                let outcome = queries::postgres::insert_batch(&mut *conn, writes).await;
+                let outcome = queries::insert_batch(&mut *conn, writes).await;
                 (Held::Postgres(conn), outcome)
             }
         };
