@@ -4,12 +4,14 @@
 //! (entries with MoltNet CIDs, signing requests, verification, relations, supersession
 //! and a per-agent signature chain).
 //!
-//! `api` adapts gRPC, `domain` holds the rules, `store` holds the SQL.
+//! `api` adapts gRPC (proto ⇄ domain), `ops` holds the use cases (load, check, write),
+//! `domain` the rules (no I/O), `store` the SQL.
 
 pub mod api;
 pub mod auth;
 pub mod domain;
 pub mod error;
+pub mod ops;
 pub mod store;
 
 use std::sync::Arc;
@@ -38,14 +40,16 @@ pub async fn service(
     })
     .await?;
     Ok(IdentityServiceServer::new(api::IdentityApi::new(
-        IdentityStore::new(db),
+        ops::Identity::new(IdentityStore::new(db)),
     )))
 }
 
 /// Builds the diary gRPC service (signed diaries, seed 004) over the identity database,
 /// already migrated and initialised by [`service`].
-pub fn diary_service(db: Database) -> DiaryServiceServer<api::diary::DiaryApi> {
-    DiaryServiceServer::new(api::diary::DiaryApi::new(IdentityStore::new(db)))
+pub fn diary_service(db: Database) -> DiaryServiceServer<api::DiaryApi> {
+    DiaryServiceServer::new(api::DiaryApi::new(ops::Identity::new(IdentityStore::new(
+        db,
+    ))))
 }
 
 /// The authenticator for the process that hosts identity. Token records are cached for at

@@ -107,6 +107,37 @@ pub fn check_rotation_proof(
     }
 }
 
+/// How a presented key relates to the agent's registered one, for `Verify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyStatus {
+    Unregistered,
+    Registered,
+    Mismatch,
+}
+
+/// The key to verify a signature of `agent_id` against: the presented one when given (and
+/// how it relates to the registered one), else the registered one.
+pub fn verification_key(
+    agent_id: &str,
+    presented: Option<PublicKey>,
+    registered: Option<PublicKey>,
+) -> Result<(PublicKey, KeyStatus), IdentityError> {
+    match (presented, registered) {
+        (Some(p), None) => Ok((p, KeyStatus::Unregistered)),
+        (Some(p), Some(r)) if p == r => Ok((p, KeyStatus::Registered)),
+        (Some(p), Some(_)) => Ok((p, KeyStatus::Mismatch)),
+        (None, Some(r)) => Ok((r, KeyStatus::Registered)),
+        (None, None) => Err(IdentityError::NotFound(format!(
+            "agent {agent_id:?} has no registered key; pass public_key to verify against a presented key"
+        ))),
+    }
+}
+
+/// The error for an agent id that is not registered.
+pub fn not_registered(agent_id: &str) -> IdentityError {
+    IdentityError::NotFound(format!("agent {agent_id:?} is not registered"))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -204,6 +204,43 @@ pub fn respond(share: &Share, accept: bool) -> Result<ShareStatus, IdentityError
     }
 }
 
+/// The share that (re)sharing `diary_id` with `agent_id` as `role` leaves: a pending or
+/// accepted share keeps its status and takes the new role; a declined or revoked one is
+/// offered again (pending); otherwise a new pending share.
+pub fn share_with(
+    existing: Option<Share>,
+    diary_id: &str,
+    agent_id: &str,
+    role: ShareRole,
+    invited_by: &str,
+    now: OffsetDateTime,
+) -> Share {
+    match existing {
+        Some(s) if matches!(s.status, ShareStatus::Pending | ShareStatus::Accepted) => Share {
+            role,
+            updated_at: now,
+            invited_by: invited_by.to_owned(),
+            ..s
+        },
+        Some(s) => Share {
+            role,
+            status: ShareStatus::Pending,
+            updated_at: now,
+            invited_by: invited_by.to_owned(),
+            ..s
+        },
+        None => Share {
+            diary_id: diary_id.to_owned(),
+            agent_id: agent_id.to_owned(),
+            role,
+            status: ShareStatus::Pending,
+            invited_by: invited_by.to_owned(),
+            created_at: now,
+            updated_at: now,
+        },
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -306,5 +343,44 @@ mod tests {
         assert!(validate_name("journal").is_ok());
         assert_eq!(Visibility::parse("").unwrap(), Visibility::Private);
         assert!(Visibility::parse("secret").is_err());
+    }
+
+    #[test]
+    fn resharing_keeps_live_shares_and_reoffers_ended_ones() {
+        let now = OffsetDateTime::UNIX_EPOCH + time::Duration::hours(1);
+        let new = share_with(
+            None,
+            "d",
+            "agent:other",
+            ShareRole::Reader,
+            "agent:owner",
+            now,
+        );
+        assert_eq!((new.status, new.created_at), (ShareStatus::Pending, now));
+        let accepted = share(ShareRole::Reader, ShareStatus::Accepted);
+        let promoted = share_with(
+            Some(accepted),
+            "d",
+            "agent:other",
+            ShareRole::Writer,
+            "agent:owner",
+            now,
+        );
+        assert_eq!(
+            (promoted.role, promoted.status),
+            (ShareRole::Writer, ShareStatus::Accepted)
+        );
+        assert_eq!(promoted.created_at, OffsetDateTime::UNIX_EPOCH);
+        for ended in [ShareStatus::Declined, ShareStatus::Revoked] {
+            let s = share_with(
+                Some(share(ShareRole::Reader, ended)),
+                "d",
+                "agent:other",
+                ShareRole::Reader,
+                "agent:owner",
+                now,
+            );
+            assert_eq!(s.status, ShareStatus::Pending);
+        }
     }
 }

@@ -307,6 +307,105 @@ pub fn check_deletable(entry: &Entry) -> Result<(), IdentityError> {
     }
 }
 
+/// A new entry's importance: the default for 0, else checked.
+pub fn importance_or_default(importance: u32) -> Result<u32, IdentityError> {
+    match importance {
+        0 => Ok(DEFAULT_IMPORTANCE),
+        n => {
+            validate_importance(n)?;
+            Ok(n)
+        }
+    }
+}
+
+/// MoltNet's create-signed flow: a submitted contentHash must be the computed one, and
+/// comes only with the signing request that signed it.
+pub fn check_submitted_hash(
+    provided: &str,
+    computed: &str,
+    with_signing_request: bool,
+) -> Result<(), IdentityError> {
+    if !provided.is_empty() && provided != computed {
+        return Err(IdentityError::InvalidArgument(format!(
+            "Content hash mismatch: provided {provided}, computed {computed}"
+        )));
+    }
+    if !with_signing_request && !provided.is_empty() {
+        return Err(IdentityError::InvalidArgument(
+            "contentHash requires signingRequestId to create a signed entry.".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The entry types of a list filter, each checked and spelled as stored.
+pub fn type_filters(types: &[String]) -> Result<Vec<String>, IdentityError> {
+    types
+        .iter()
+        .map(|t| {
+            if t.is_empty() {
+                Err(IdentityError::InvalidArgument(
+                    "entry type filters must not be empty".into(),
+                ))
+            } else {
+                EntryType::parse(t).map(|t| t.as_str().to_owned())
+            }
+        })
+        .collect()
+}
+
+/// Tags of a list filter: valid tags, without the commas a REST query would split on.
+pub fn validate_tag_filter(field: &str, tags: &[String]) -> Result<(), IdentityError> {
+    validate_tags(field, tags)?;
+    if tags.iter().any(|t| t.contains(',')) {
+        return Err(IdentityError::InvalidArgument(format!(
+            "{field}: tag filters must not contain commas; repeat the parameter instead"
+        )));
+    }
+    Ok(())
+}
+
+/// What verifying a signed entry found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verification {
+    pub hash_matches: bool,
+    pub signature_valid: bool,
+    /// Why it is not valid; empty when it is.
+    pub reason: String,
+}
+
+/// Verifies `signature` of `entry` (its content still hashing to the signed CID, and the
+/// signature over MoltNet's signing bytes) under `key`, the signer's key with the recorded
+/// fingerprint if one is known.
+pub fn verify(
+    entry: &Entry,
+    signature: &EntrySignature,
+    key: Option<&noema_core::keys::PublicKey>,
+) -> Verification {
+    use noema_core::keys;
+    let hash_matches = entry.computed_hash() == entry.content_hash;
+    let signature_valid = key.is_some_and(|key| {
+        let bytes = keys::moltnet_signing_bytes(&entry.content_hash, &signature.nonce);
+        keys::Signature::from_base64(&signature.signature)
+            .map(|s| keys::verify(key, &bytes, &s))
+            .unwrap_or(false)
+    });
+    let reason = match (hash_matches, signature_valid, key.is_some()) {
+        (true, true, _) => String::new(),
+        (false, _, _) => "the content no longer hashes to the signed contentHash".into(),
+        (true, false, false) => format!(
+            "no key of {:?} with the signer's fingerprint",
+            signature.signed_by
+        ),
+        (true, false, true) => "the signature does not verify against the signer's key".into(),
+    };
+    Verification {
+        hash_matches,
+        signature_valid,
+        reason,
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -466,5 +565,35 @@ mod tests {
         assert!(validate_tags("tags", &[String::new()]).is_err());
         assert!(EntryType::parse("memo").is_err());
         assert_eq!(EntryType::parse("").unwrap(), EntryType::Semantic);
+    }
+
+    #[test]
+    fn a_submitted_hash_must_match_and_needs_a_signing_request() {
+        assert!(check_submitted_hash("", "bafk", false).is_ok());
+        assert!(check_submitted_hash("bafk", "bafk", true).is_ok());
+        assert_eq!(
+            check_submitted_hash("bafx", "bafk", true)
+                .unwrap_err()
+                .to_string(),
+            "Content hash mismatch: provided bafx, computed bafk"
+        );
+        // The mismatch is reported first, as MoltNet does.
+        assert!(
+            check_submitted_hash("bafx", "bafk", false)
+                .unwrap_err()
+                .to_string()
+                .starts_with("Content hash mismatch")
+        );
+        assert!(
+            check_submitted_hash("bafk", "bafk", false)
+                .unwrap_err()
+                .to_string()
+                .starts_with("contentHash requires signingRequestId")
+        );
+        assert_eq!(importance_or_default(0).unwrap(), DEFAULT_IMPORTANCE);
+        assert!(importance_or_default(11).is_err());
+        assert_eq!(type_filters(&["semantic".into()]).unwrap(), ["semantic"]);
+        assert!(type_filters(&[String::new()]).is_err());
+        assert!(validate_tag_filter("tags", &["a,b".into()]).is_err());
     }
 }

@@ -5,6 +5,7 @@ pub mod bulk;
 pub mod chain;
 pub mod diary;
 pub mod entry;
+pub mod input;
 pub mod relation;
 pub mod search;
 pub mod signing;

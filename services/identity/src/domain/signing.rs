@@ -195,6 +195,84 @@ pub fn refused_signature(agent_id: &str, key: &PublicKey) -> IdentityError {
     ))
 }
 
+/// Whether `request` can sign a new entry of `caller` whose CID is `content_hash`
+/// (MoltNet's create-signed flow), in MoltNet's order.
+pub fn check_usable_for_entry(
+    request: &SigningRequest,
+    caller: &str,
+    content_hash: &str,
+    now: OffsetDateTime,
+) -> Result<(), IdentityError> {
+    if request.agent_id != caller {
+        return Err(IdentityError::PermissionDenied(
+            "Signing request belongs to a different agent".into(),
+        ));
+    }
+    let status = request.effective_status(now);
+    if status != RequestStatus::Completed {
+        return Err(IdentityError::InvalidArgument(format!(
+            "Signing request is {}, expected completed",
+            status.as_str()
+        )));
+    }
+    if request.valid != Some(true) {
+        return Err(IdentityError::InvalidArgument(
+            "Signing request signature was not verified as valid".into(),
+        ));
+    }
+    if request.message != content_hash {
+        return Err(IdentityError::InvalidArgument(
+            "Signing request message does not match content hash".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A signature submitted for a request: at most the 88 characters of standard base64.
+pub fn check_submitted_length(signature: &str) -> Result<(), IdentityError> {
+    if signature.is_empty() || signature.len() > 88 {
+        return Err(IdentityError::InvalidArgument(
+            "signature must be 1-88 characters: the 64-byte Ed25519 signature in standard base64"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A signature presented for verification: at most 88 characters of standard base64.
+pub fn check_presented_length(signature: &str) -> Result<(), IdentityError> {
+    if signature.is_empty() || signature.len() > 88 {
+        return Err(IdentityError::InvalidArgument(
+            "signature must be 1-88 characters of standard base64".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The refusal of a new request while the agent already holds the most pending ones;
+/// `wait` is the seconds until the earliest of them expires.
+pub fn limit_reached(wait: i64) -> IdentityError {
+    IdentityError::SigningRequestLimit {
+        max_pending: MAX_PENDING_PER_AGENT,
+        retry_after_secs: wait,
+    }
+}
+
+/// A draft can be signed only with the CID it had when the request was prepared.
+pub fn check_entry_unchanged(
+    request: &SigningRequest,
+    entry: &crate::domain::entry::Entry,
+) -> Result<(), IdentityError> {
+    if entry.is_signed() || entry.content_hash != request.message {
+        return Err(IdentityError::FailedPrecondition(
+            "the entry changed since the signing request was prepared (edited or signed); \
+             prepare a new signing request for its current contentHash"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -244,5 +322,39 @@ mod tests {
         assert!(!verifies(&r, &pair.public_key(), "not base64"));
         assert!(parse_signature("short").is_err());
         assert!(parse_signature(&good).is_ok());
+    }
+
+    #[test]
+    fn a_request_signs_an_entry_only_when_completed_valid_and_over_its_hash() {
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let mut r = new_request("a", "bafk".into(), None, String::new(), String::new(), now);
+        let err = |r: &SigningRequest, caller: &str| {
+            check_usable_for_entry(r, caller, "bafk", now)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(err(&r, "b"), "Signing request belongs to a different agent");
+        assert_eq!(
+            err(&r, "a"),
+            "Signing request is pending, expected completed"
+        );
+        r.status = RequestStatus::Completed;
+        assert_eq!(
+            err(&r, "a"),
+            "Signing request signature was not verified as valid"
+        );
+        r.valid = Some(true);
+        assert!(check_usable_for_entry(&r, "a", "bafk", now).is_ok());
+        assert_eq!(
+            check_usable_for_entry(&r, "a", "bafx", now)
+                .unwrap_err()
+                .to_string(),
+            "Signing request message does not match content hash"
+        );
+        assert!(
+            limit_reached(7)
+                .to_string()
+                .ends_with("retry after 7 seconds")
+        );
     }
 }

@@ -300,6 +300,136 @@ pub fn token_spec(request: TokenRequest, now: OffsetDateTime) -> Result<TokenSpe
     })
 }
 
+/// The owner token changes only through configuration.
+pub const OWNER_IMMUTABLE: &str = "the owner token cannot be revoked or rotated through the API; \
+     replace <data_dir>/owner.token (or auth.owner_token_sha256) and restart";
+
+/// A token id chosen by the caller: 1-128 letters, digits, `_`, `-`, `.`, `:`.
+pub fn validate_token_id(token_id: &str) -> Result<(), IdentityError> {
+    let ok = !token_id.is_empty()
+        && token_id.len() <= 128
+        && token_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+    if ok {
+        Ok(())
+    } else {
+        Err(IdentityError::InvalidArgument(
+            "token_id must be 1-128 characters of letters, digits, '_', '-', '.', ':'".into(),
+        ))
+    }
+}
+
+/// A new active token from a validated spec, and its secret. `token_id` is the caller's
+/// (checked) or, when empty, generated.
+pub fn mint(
+    spec: TokenSpec,
+    token_id: &str,
+    rotated_from: Option<String>,
+    now: OffsetDateTime,
+) -> Result<(String, TokenRecord), IdentityError> {
+    let token_id = if token_id.is_empty() {
+        generate_token_id(now)?
+    } else {
+        validate_token_id(token_id)?;
+        token_id.to_owned()
+    };
+    let secret = generate_secret()?;
+    let record = TokenRecord {
+        token_id,
+        token_sha256: token_sha256(&secret),
+        peer_id: spec.peer_id,
+        scopes: spec.scopes,
+        read_namespaces: spec.read_namespaces,
+        write_namespaces: spec.write_namespaces,
+        superuser: false,
+        status: TokenStatus::Active,
+        issued_at: now,
+        expires_at: spec.expires_at,
+        revoked_at: None,
+        revoked_reason: None,
+        rotated_at: None,
+        rotated_to_token_id: None,
+        rotated_from_token_id: rotated_from,
+        description: spec.description,
+    };
+    Ok((secret, record))
+}
+
+/// A token list's filter: one effective status, or (empty) the active tokens, or every
+/// token when `include_inactive`.
+pub fn list_filter(
+    status: String,
+    include_inactive: bool,
+) -> Result<impl Fn(&TokenRecord, OffsetDateTime) -> bool, IdentityError> {
+    if !matches!(status.as_str(), "" | "active" | "revoked" | "expired") {
+        return Err(IdentityError::InvalidArgument(
+            "status must be active, revoked or expired".into(),
+        ));
+    }
+    Ok(move |token: &TokenRecord, now| {
+        let effective = token.effective_status(now);
+        if status.is_empty() {
+            include_inactive || effective == "active"
+        } else {
+            effective == status
+        }
+    })
+}
+
+/// What a rotation may change; everything left empty is inherited from the old token.
+#[derive(Debug, Clone, Default)]
+pub struct Rotation {
+    pub scopes: Vec<String>,
+    pub read_namespaces: Vec<String>,
+    pub write_namespaces: Vec<String>,
+    pub expires_at: Option<OffsetDateTime>,
+    pub ttl_seconds: u64,
+    pub description: String,
+}
+
+/// The request for the token that replaces `old`: its peer, and its scopes, namespaces,
+/// expiry and description unless the rotation gives new ones.
+pub fn rotation_request(old: &TokenRecord, rotation: Rotation) -> TokenRequest {
+    let inherit = |given: Vec<String>, old: &Vec<String>| {
+        if given.is_empty() { old.clone() } else { given }
+    };
+    let expires_at = if rotation.expires_at.is_none() && rotation.ttl_seconds == 0 {
+        old.expires_at
+    } else {
+        rotation.expires_at
+    };
+    TokenRequest {
+        peer_id: old.peer_id.clone(),
+        scopes: inherit(rotation.scopes, &old.scopes),
+        read_namespaces: inherit(rotation.read_namespaces, &old.read_namespaces),
+        write_namespaces: inherit(rotation.write_namespaces, &old.write_namespaces),
+        expires_at,
+        ttl_seconds: rotation.ttl_seconds,
+        description: if rotation.description.is_empty() {
+            old.description.clone()
+        } else {
+            rotation.description
+        },
+        template: String::new(),
+    }
+}
+
+/// Whether `old` may be rotated now.
+pub fn check_rotatable(old: &TokenRecord, now: OffsetDateTime) -> Result<(), IdentityError> {
+    if old.token_id == OWNER_TOKEN_ID {
+        return Err(IdentityError::FailedPrecondition(OWNER_IMMUTABLE.into()));
+    }
+    if old.effective_status(now) != "active" {
+        return Err(IdentityError::FailedPrecondition(format!(
+            "token {:?} is {} and cannot be rotated",
+            old.token_id,
+            old.effective_status(now)
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -452,6 +582,57 @@ mod tests {
         assert_eq!(
             record.principal(now).unwrap_err().to_string(),
             "token revoked"
+        );
+    }
+
+    #[test]
+    fn rotation_inherits_what_it_does_not_change() {
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let spec = token_spec(request("agent:a"), now).unwrap();
+        let (_, mut old) = mint(spec, "old", None, now).unwrap();
+        old.expires_at = Some(now + time::Duration::days(1));
+        let kept = rotation_request(&old, Rotation::default());
+        assert_eq!(kept.peer_id, "agent:a");
+        assert_eq!(kept.scopes, old.scopes);
+        assert_eq!(kept.expires_at, old.expires_at);
+        let changed = rotation_request(
+            &old,
+            Rotation {
+                scopes: vec!["ledger:read".into()],
+                ttl_seconds: 60,
+                description: "new".into(),
+                ..Rotation::default()
+            },
+        );
+        assert_eq!(changed.scopes, ["ledger:read"]);
+        assert_eq!((changed.expires_at, changed.ttl_seconds), (None, 60));
+        assert_eq!(changed.description, "new");
+        assert!(validate_token_id("tok_1:a.b-c").is_ok());
+        assert!(validate_token_id("no spaces").is_err());
+    }
+
+    #[test]
+    fn only_active_non_owner_tokens_rotate_and_lists_filter_by_status() {
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let spec = token_spec(request("agent:a"), now).unwrap();
+        let (_, mut token) = mint(spec, "", None, now).unwrap();
+        assert!(check_rotatable(&token, now).is_ok());
+        let active = list_filter(String::new(), false).unwrap();
+        assert!(active(&token, now));
+        token.status = TokenStatus::Revoked;
+        let err = check_rotatable(&token, now).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("is revoked and cannot be rotated")
+        );
+        assert!(!active(&token, now));
+        assert!(list_filter(String::new(), true).unwrap()(&token, now));
+        assert!(list_filter("revoked".into(), false).unwrap()(&token, now));
+        assert!(list_filter("gone".into(), false).is_err());
+        token.token_id = OWNER_TOKEN_ID.into();
+        assert_eq!(
+            check_rotatable(&token, now).unwrap_err().to_string(),
+            OWNER_IMMUTABLE
         );
     }
 }

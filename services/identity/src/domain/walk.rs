@@ -11,6 +11,17 @@ use crate::error::IdentityError;
 
 pub const MAX_DEPTH: u32 = 3;
 
+/// GetEntry's `expand`: nothing or `relations` (the gateway then walks them).
+pub fn validate_expand(expand: &str) -> Result<(), IdentityError> {
+    if matches!(expand, "" | "relations") {
+        Ok(())
+    } else {
+        Err(IdentityError::InvalidArgument(format!(
+            "expand {expand:?} is not one of relations"
+        )))
+    }
+}
+
 /// `depth` for a walk: unset = 1; otherwise 1-3.
 pub fn validate_depth(depth: Option<u32>) -> Result<u32, IdentityError> {
     match depth {
