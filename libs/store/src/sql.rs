@@ -394,10 +394,19 @@ pub fn is_unique_violation(err: &sqlx::Error) -> bool {
 /// is. The body is compiled once per engine, as a function generic over [`sql::Engine`]
 /// would be, so it reads as engine-independent code:
 ///
-/// ```ignore
-/// with_pool!(&self.db, |pool| {
-///     query("SELECT name FROM diaries WHERE id = $1").bind(id).fetch_optional(pool).await
-/// })
+/// ```no_run
+/// use noema_store::sql::query;
+/// use noema_store::{Database, with_pool};
+///
+/// async fn diary_name(db: &Database, id: &str) -> Result<Option<String>, sqlx::Error> {
+///     let row: Option<(String,)> = with_pool!(db, |pool| {
+///         query("SELECT name FROM diaries WHERE id = $1")
+///             .bind(id)
+///             .fetch_optional(pool)
+///             .await?
+///     });
+///     Ok(row.map(|(name,)| name))
+/// }
 /// ```
 ///
 /// [`sql::Engine`]: crate::sql::Engine

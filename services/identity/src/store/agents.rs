@@ -43,10 +43,10 @@ impl TryFrom<AgentRow> for Agent {
 impl IdentityStore {
     pub async fn get_agent(&self, agent_id: &str) -> Result<Option<Agent>, IdentityError> {
         let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE agent_id = $1");
-        let row: Option<AgentRow> = with_pool!(&self.db, |pool| {
-            query(&sql).bind(agent_id).fetch_optional(pool).await?
-        });
-        row.map(Agent::try_from).transpose()
+        self.find::<AgentRow>(&sql, agent_id)
+            .await?
+            .map(Agent::try_from)
+            .transpose()
     }
 
     pub async fn get_agent_by_fingerprint(
@@ -57,10 +57,10 @@ impl IdentityStore {
             "SELECT {AGENT_COLUMNS} FROM agents WHERE fingerprint = $1 \
              ORDER BY registered_at, agent_id LIMIT 1"
         );
-        let row: Option<AgentRow> = with_pool!(&self.db, |pool| {
-            query(&sql).bind(fingerprint).fetch_optional(pool).await?
-        });
-        row.map(Agent::try_from).transpose()
+        self.find::<AgentRow>(&sql, fingerprint)
+            .await?
+            .map(Agent::try_from)
+            .transpose()
     }
 
     pub async fn list_agents(&self, after: &str, limit: u32) -> Result<Vec<Agent>, IdentityError> {

@@ -110,10 +110,10 @@ impl IdentityStore {
 
     pub async fn get_diary(&self, id: &str) -> Result<Option<Diary>, IdentityError> {
         let sql = format!("{DIARY_SELECT} WHERE d.id = $1");
-        let row: Option<DiaryRow> = with_pool!(&self.db, |pool| {
-            query(&sql).bind(id).fetch_optional(pool).await?
-        });
-        row.map(Diary::try_from).transpose()
+        self.find::<DiaryRow>(&sql, id)
+            .await?
+            .map(Diary::try_from)
+            .transpose()
     }
 
     /// Diaries `caller` owns or holds an accepted share of; every diary for `None`.

@@ -302,10 +302,10 @@ impl IdentityStore {
 
     pub async fn get_entry(&self, id: &str) -> Result<Option<Entry>, IdentityError> {
         let sql = format!("{ENTRY_SELECT} WHERE e.id = $1");
-        let row: Option<EntryRow> = with_pool!(&self.db, |pool| {
-            query(&sql).bind(id).fetch_optional(pool).await?
-        });
-        row.map(Entry::try_from).transpose()
+        self.find::<EntryRow>(&sql, id)
+            .await?
+            .map(Entry::try_from)
+            .transpose()
     }
 
     /// Entries matching `filter`, a page of them and the total count.

@@ -12,7 +12,8 @@ mod signing_requests;
 mod tokens;
 
 use noema_core::audit::AuditDraft;
-use noema_store::Database;
+use noema_store::sql::{Record, query};
+use noema_store::{Database, with_pool};
 use serde_json::Value;
 
 use crate::error::IdentityError;
@@ -39,6 +40,13 @@ impl IdentityStore {
 
     pub fn database(&self) -> &Database {
         &self.db
+    }
+
+    /// The first row `sql` selects with `$1` bound to `key`.
+    async fn find<R: Record>(&self, sql: &str, key: &str) -> Result<Option<R>, IdentityError> {
+        Ok(with_pool!(&self.db, |pool| {
+            query(sql).bind(key).fetch_optional(pool).await?
+        }))
     }
 }
 

@@ -134,10 +134,10 @@ impl IdentityStore {
 
     pub async fn get_relation(&self, id: &str) -> Result<Option<Relation>, IdentityError> {
         let sql = format!("SELECT {RELATION_COLUMNS} FROM entry_relations WHERE id = $1");
-        let row: Option<RelationRow> = with_pool!(&self.db, |pool| {
-            query(&sql).bind(id).fetch_optional(pool).await?
-        });
-        Ok(row.map(Relation::from))
+        Ok(self
+            .find::<RelationRow>(&sql, id)
+            .await?
+            .map(Relation::from))
     }
 
     pub async fn list_relations(

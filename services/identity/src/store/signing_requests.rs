@@ -151,10 +151,10 @@ impl IdentityStore {
         id: &str,
     ) -> Result<Option<SigningRequest>, IdentityError> {
         let sql = format!("SELECT {REQUEST_COLUMNS} FROM signing_requests WHERE id = $1");
-        let row: Option<RequestRow> = with_pool!(&self.db, |pool| {
-            query(&sql).bind(id).fetch_optional(pool).await?
-        });
-        row.map(SigningRequest::try_from).transpose()
+        self.find::<RequestRow>(&sql, id)
+            .await?
+            .map(SigningRequest::try_from)
+            .transpose()
     }
 
     /// The newest completed request carrying `signature`.
@@ -166,10 +166,10 @@ impl IdentityStore {
             "SELECT {REQUEST_COLUMNS} FROM signing_requests WHERE signature = $1 \
              AND status = 'completed' ORDER BY completed_at DESC LIMIT 1"
         );
-        let row: Option<RequestRow> = with_pool!(&self.db, |pool| {
-            query(&sql).bind(signature).fetch_optional(pool).await?
-        });
-        row.map(SigningRequest::try_from).transpose()
+        self.find::<RequestRow>(&sql, signature)
+            .await?
+            .map(SigningRequest::try_from)
+            .transpose()
     }
 
     /// An agent's requests, newest first, filtered by stored status.

@@ -136,10 +136,10 @@ impl IdentityStore {
         value: &str,
     ) -> Result<Option<TokenRecord>, IdentityError> {
         let sql = format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE {column} = $1");
-        let row: Option<TokenRow> = with_pool!(&self.db, |pool| {
-            query(&sql).bind(value).fetch_optional(pool).await?
-        });
-        row.map(TokenRecord::try_from).transpose()
+        self.find::<TokenRow>(&sql, value)
+            .await?
+            .map(TokenRecord::try_from)
+            .transpose()
     }
 
     /// Tokens newest issued first, optionally of one peer.
