@@ -1,6 +1,7 @@
 //! The example's SQL: one table of visit counts.
 
-use noema_store::Database;
+use noema_store::sql::query;
+use noema_store::{Database, with_pool};
 
 /// Counts visits per name.
 #[derive(Debug, Clone)]
@@ -20,9 +21,9 @@ impl VisitStore {
 
     /// Records a visit under `name`; returns how many there have been.
     pub async fn visit(&self, name: &str) -> Result<i64, sqlx::Error> {
-        match &self.db {
-            Database::Sqlite(pool) => sqlx::query_scalar(VISIT).bind(name).fetch_one(pool).await,
-            Database::Postgres(pool) => sqlx::query_scalar(VISIT).bind(name).fetch_one(pool).await,
-        }
+        let (count,): (i64,) = with_pool!(&self.db, |pool| {
+            query(VISIT).bind(name).fetch_one(pool).await?
+        });
+        Ok(count)
     }
 }
