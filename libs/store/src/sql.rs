@@ -107,87 +107,58 @@ pub trait Engine: sqlx::Database + sealed::Sealed {
     ) -> impl Future<Output = Result<R, sqlx::Error>> + Send;
 }
 
-impl Engine for Sqlite {
-    const BACKEND: Backend = Backend::Sqlite;
+/// Both engines' impls are the same text over their own types (sqlx's bounds are
+/// per concrete database), so it is written once.
+macro_rules! impl_engine {
+    ($db:ty, $backend:expr) => {
+        impl Engine for $db {
+            const BACKEND: Backend = $backend;
 
-    fn bind<'q, T: Value<'q>>(query: Raw<'q, Self>, value: T) -> Raw<'q, Self> {
-        query.bind(value)
-    }
+            fn bind<'q, T: Value<'q>>(query: Raw<'q, Self>, value: T) -> Raw<'q, Self> {
+                query.bind(value)
+            }
 
-    fn push_bind<'a, T: Value<'a>>(builder: &mut sqlx::QueryBuilder<'a, Self>, value: T) {
-        builder.push_bind(value);
-    }
+            fn push_bind<'a, T: Value<'a>>(builder: &mut sqlx::QueryBuilder<'a, Self>, value: T) {
+                builder.push_bind(value);
+            }
 
-    fn build<'b, 'a: 'b>(builder: &'b mut sqlx::QueryBuilder<'a, Self>) -> Raw<'b, Self> {
-        builder.build()
-    }
+            fn build<'b, 'a: 'b>(builder: &'b mut sqlx::QueryBuilder<'a, Self>) -> Raw<'b, Self> {
+                builder.build()
+            }
 
-    async fn execute(query: Raw<'_, Self>, conn: Conn<'_, Self>) -> Result<u64, sqlx::Error> {
-        Ok(run::execute(query, conn).await?.rows_affected())
-    }
+            async fn execute(
+                query: Raw<'_, Self>,
+                conn: Conn<'_, Self>,
+            ) -> Result<u64, sqlx::Error> {
+                Ok(run::execute(query, conn).await?.rows_affected())
+            }
 
-    async fn fetch_all<R: Record>(
-        query: Raw<'_, Self>,
-        conn: Conn<'_, Self>,
-    ) -> Result<Vec<R>, sqlx::Error> {
-        run::fetch_all(query, conn).await
-    }
+            async fn fetch_all<R: Record>(
+                query: Raw<'_, Self>,
+                conn: Conn<'_, Self>,
+            ) -> Result<Vec<R>, sqlx::Error> {
+                run::fetch_all(query, conn).await
+            }
 
-    async fn fetch_optional<R: Record>(
-        query: Raw<'_, Self>,
-        conn: Conn<'_, Self>,
-    ) -> Result<Option<R>, sqlx::Error> {
-        run::fetch_optional(query, conn).await
-    }
+            async fn fetch_optional<R: Record>(
+                query: Raw<'_, Self>,
+                conn: Conn<'_, Self>,
+            ) -> Result<Option<R>, sqlx::Error> {
+                run::fetch_optional(query, conn).await
+            }
 
-    async fn fetch_one<R: Record>(
-        query: Raw<'_, Self>,
-        conn: Conn<'_, Self>,
-    ) -> Result<R, sqlx::Error> {
-        run::fetch_one(query, conn).await
-    }
+            async fn fetch_one<R: Record>(
+                query: Raw<'_, Self>,
+                conn: Conn<'_, Self>,
+            ) -> Result<R, sqlx::Error> {
+                run::fetch_one(query, conn).await
+            }
+        }
+    };
 }
 
-impl Engine for Postgres {
-    const BACKEND: Backend = Backend::Postgres;
-
-    fn bind<'q, T: Value<'q>>(query: Raw<'q, Self>, value: T) -> Raw<'q, Self> {
-        query.bind(value)
-    }
-
-    fn push_bind<'a, T: Value<'a>>(builder: &mut sqlx::QueryBuilder<'a, Self>, value: T) {
-        builder.push_bind(value);
-    }
-
-    fn build<'b, 'a: 'b>(builder: &'b mut sqlx::QueryBuilder<'a, Self>) -> Raw<'b, Self> {
-        builder.build()
-    }
-
-    async fn execute(query: Raw<'_, Self>, conn: Conn<'_, Self>) -> Result<u64, sqlx::Error> {
-        Ok(run::execute(query, conn).await?.rows_affected())
-    }
-
-    async fn fetch_all<R: Record>(
-        query: Raw<'_, Self>,
-        conn: Conn<'_, Self>,
-    ) -> Result<Vec<R>, sqlx::Error> {
-        run::fetch_all(query, conn).await
-    }
-
-    async fn fetch_optional<R: Record>(
-        query: Raw<'_, Self>,
-        conn: Conn<'_, Self>,
-    ) -> Result<Option<R>, sqlx::Error> {
-        run::fetch_optional(query, conn).await
-    }
-
-    async fn fetch_one<R: Record>(
-        query: Raw<'_, Self>,
-        conn: Conn<'_, Self>,
-    ) -> Result<R, sqlx::Error> {
-        run::fetch_one(query, conn).await
-    }
-}
+impl_engine!(Sqlite, Backend::Sqlite);
+impl_engine!(Postgres, Backend::Postgres);
 
 /// The engine implementations' shared bodies: generic, with sqlx's own bounds, which each
 /// engine's impl proves for its concrete types.
