@@ -3,7 +3,9 @@
 //! trace in an OTLP collector — the gateway's server span the root, the ledger's a
 //! descendant of it, identity's in the same trace. The collector is a real OTLP/gRPC
 //! `TraceService` on loopback; spans reach it when the processes flush on SIGTERM.
-//! Each service process also serves Prometheus metrics by RPC and status code.
+//! Each service process also serves Prometheus metrics by RPC and status code. And the
+//! standard `OTEL_EXPORTER_OTLP_ENDPOINT` variable alone, with no config file or setting,
+//! turns export on for `noema up` (the Helm chart configures tracing that way).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -322,4 +324,69 @@ async fn one_rest_request_is_one_trace_across_three_processes() {
         Some("noema-gateway"),
         "Authenticate belongs to a trace started by the gateway"
     );
+}
+
+/// `noema up` with `OTEL_EXPORTER_OTLP_ENDPOINT` set and nothing else configured: its
+/// request spans reach the collector by the time it exits on SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_otel_environment_variable_alone_turns_export_on() {
+    use std::io::{BufRead as _, BufReader};
+    use std::process::{Command, Stdio};
+
+    let (endpoint, received) = start_collector().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(noema_test_support::noema_bin().unwrap());
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("NOEMA__") {
+            command.env_remove(key);
+        }
+    }
+    let mut child = command
+        .args(["up", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let rest = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|line| line.strip_prefix("REST  ").map(str::to_owned))
+    })
+    .await
+    .unwrap()
+    .expect("noema up exited before printing its REST address");
+
+    let response = noema_e2e::anonymous()
+        .get(format!("{rest}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(exit.success(), "noema up exited with {exit}");
+
+    let spans = received.lock().unwrap().clone();
+    let health: Vec<&Received> = spans
+        .iter()
+        .filter(|r| {
+            r.span.name == "http.request"
+                && string_attr(&r.span.attributes, "http.route").as_deref() == Some("/healthz")
+        })
+        .collect();
+    assert_eq!(health.len(), 1, "one span for GET /healthz: {spans:#?}");
+    assert_eq!(health[0].service, "noema");
 }
