@@ -24,6 +24,7 @@ cluster_cases!(
     diary_tags_listing,
     bulk_entry_delete,
     relation_walks,
+    pending_signing_request_limit_says_when_to_retry,
 );
 
 const SEED: &str = "nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A=";
@@ -1784,4 +1785,44 @@ async fn relation_walks(cluster: &TestCluster) {
         .await
         .unwrap_err();
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+}
+
+/// MoltNet's pending-request limit: the 11th pending signing request of an agent is a 429
+/// whose `Retry-After` header and `retryAfter` field say the same number of seconds.
+async fn pending_signing_request_limit_says_when_to_retry(cluster: &TestCluster) {
+    let pair = SigningKeyPair::from_seed(&[77; 32]);
+    let token = agent(cluster, "agent:impatient", &pair).await;
+    for n in 0..10 {
+        let (status, body) = rest(
+            cluster,
+            &token,
+            "POST",
+            "/crypto/signing-requests",
+            Some(json!({"message": format!("message {n}")})),
+        )
+        .await;
+        assert_eq!(status, 201, "request {n}: {body}");
+    }
+    let response = client_as(&token)
+        .post(format!("{}/crypto/signing-requests", cluster.rest_url))
+        .json(&json!({"message": "one too many"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 429);
+    let header: u64 = response
+        .headers()
+        .get("retry-after")
+        .expect("a 429 carries Retry-After")
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["type"],
+        "https://themolt.net/problems/signing-request-limit-reached"
+    );
+    assert_eq!(body["retryAfter"], json!(header), "{body}");
+    assert!(header > 0, "{body}");
 }

@@ -13,7 +13,8 @@ mod noema;
 mod open_cognition;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::header::RETRY_AFTER;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use noema_core::{ErrorCode, Failure, Reason};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
@@ -41,14 +42,21 @@ pub enum ErrorStyle {
 }
 
 impl ErrorStyle {
-    /// The response for `failure` in this system's conventions.
+    /// The response for `failure` in this system's conventions; a failure that says when
+    /// to retry (a rate limit) says it in `Retry-After` too, whatever the body's shape.
     pub fn render(self, failure: &Failure) -> Response {
-        match self {
+        let mut response = match self {
             ErrorStyle::Noema => json(noema::render(failure)),
             ErrorStyle::OpenCognition => json(open_cognition::render(failure)),
             ErrorStyle::MoltNet => json(moltnet::render(failure)),
             ErrorStyle::CogniRelay => json(cognirelay::render(failure)),
+        };
+        if let Some(delay) = failure.retry_after {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(delay.as_secs()));
         }
+        response
     }
 
     /// The JSON Schema of this system's error body, for the OpenAPI document.
