@@ -140,23 +140,35 @@ async fn every_rest_route_requires_a_token_and_its_scope(cluster: &TestCluster) 
         for (method, op) in ops.as_object().unwrap() {
             let url = format!("{}{concrete}", cluster.rest_url);
             let public = op["security"].as_array().is_some_and(|s| s.is_empty());
-            let send = |client: reqwest::Client| {
+            let send = |client: reqwest::Client, body: &'static str| {
                 let request = match method.as_str() {
                     "get" => client.get(&url),
-                    "post" => client.post(&url).body("{}"),
-                    "patch" => client.patch(&url).body("{}"),
-                    "delete" => client.delete(&url).body("{}"),
+                    "post" => client.post(&url).body(body),
+                    "patch" => client.patch(&url).body(body),
+                    "delete" => client.delete(&url).body(body),
                     other => panic!("untested method {other}"),
                 };
-                request.send()
+                request.header("content-type", "application/json").send()
             };
-            let status = send(anonymous()).await.unwrap().status().as_u16();
+            // A body that cannot be valid anywhere: the missing token is said first.
+            let status = send(anonymous(), "{not json")
+                .await
+                .unwrap()
+                .status()
+                .as_u16();
             if public {
                 assert_ne!(status, 401, "{method} {path} is documented as public");
                 continue;
             }
-            assert_eq!(status, 401, "{method} {path} without a token");
-            let status = send(client_as(&unrelated)).await.unwrap().status().as_u16();
+            assert_eq!(
+                status, 401,
+                "{method} {path} without a token (and a malformed body)"
+            );
+            let status = send(client_as(&unrelated), "{}")
+                .await
+                .unwrap()
+                .status()
+                .as_u16();
             if *path != "/crypto/identity" {
                 assert_eq!(
                     status, 403,

@@ -5,13 +5,16 @@
 use std::marker::PhantomData;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use noema_core::Failure;
 use noema_proto::identity::v1::diary_service_client::DiaryServiceClient;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
+use noema_runtime::auth::AuthError;
 use noema_runtime::client::TracedChannel;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -19,7 +22,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use crate::GatewayState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorStyle};
 use crate::route::{Input, OperationDoc, Schemas};
 
 /// A gRPC request carrying the REST caller's `Authorization` header.
@@ -83,6 +86,22 @@ impl FromRequestParts<GatewayState> for Caller {
 }
 
 impl Input for Caller {}
+
+/// Refuses a request that carries no usable bearer token before anything reads its body,
+/// so an anonymous caller learns it must authenticate (401), not what its body lacks.
+/// The services still authenticate and authorise the token itself.
+pub async fn require_token(
+    State(style): State<ErrorStyle>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let refusal = match noema_runtime::auth::bearer_token(request.headers()) {
+        Ok(Some(_)) => return next.run(request).await,
+        Ok(None) => AuthError::Missing,
+        Err(err) => err,
+    };
+    style.render(&Failure::from_status(&noema_core::to_status(&refusal)))
+}
 
 /// Parses a JSON body. Only the first JSON value counts and unknown fields are ignored,
 /// as the seed systems do; a decode failure is `invalid JSON: …` (`MALFORMED_BODY`).

@@ -46,6 +46,9 @@ pub struct GatewayConfig {
     pub upstreams: Vec<Upstream>,
     pub request_timeout: Duration,
     pub max_body_bytes: usize,
+    /// `auth.anonymous_scopes`: with none, a route that calls a service refuses a
+    /// request without a token before reading its body.
+    pub anonymous_scopes: Vec<String>,
 }
 
 /// Shared by every handler: one lazily connected channel per fronted service (the route
@@ -120,7 +123,14 @@ pub fn route_table() -> Vec<route::Route> {
 pub fn router(state: GatewayState, config: &GatewayConfig) -> Router {
     let mut router = Router::new();
     for route in route_table() {
-        router = router.route(route.path, route.method_router());
+        let mut handler = route.method_router();
+        if config.anonymous_scopes.is_empty() && !route.rpcs().is_empty() {
+            handler = handler.route_layer(axum::middleware::from_fn_with_state(
+                route.errors,
+                forward::require_token,
+            ));
+        }
+        router = router.route(route.path, handler);
     }
     router
         .layer(axum::middleware::from_fn(observe))

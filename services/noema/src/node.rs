@@ -206,6 +206,7 @@ impl Node {
                 upstreams,
                 request_timeout: Duration::from_secs(config.gateway.request_timeout_secs),
                 max_body_bytes: config.gateway.max_body_bytes,
+                anonymous_scopes: config.auth.anonymous_scopes.clone(),
             };
             let state =
                 noema_gateway::GatewayState::connect(&gateway_config, local_service.as_ref())?;
