@@ -25,6 +25,7 @@ cluster_cases!(
     bulk_entry_delete,
     relation_walks,
     pending_signing_request_limit_says_when_to_retry,
+    moltnets_public_verifiers_answer_without_a_token,
 );
 
 const SEED: &str = "nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A=";
@@ -1825,4 +1826,106 @@ async fn pending_signing_request_limit_says_when_to_retry(cluster: &TestCluster)
     );
     assert_eq!(body["retryAfter"], json!(header), "{body}");
     assert!(header > 0, "{body}");
+}
+
+/// MoltNet's public routes answer without a token, and only what MoltNet's answer:
+/// `POST /crypto/verify` → `{valid}`, `GET /agents/{fingerprint}` → `{fingerprint,
+/// publicKey}`, `POST /agents/{fingerprint}/verify` → `{valid, signer?}`. A bad token is
+/// still refused, and writes still need one.
+async fn moltnets_public_verifiers_answer_without_a_token(cluster: &TestCluster) {
+    let pair = SigningKeyPair::from_seed(&[91; 32]);
+    let fingerprint = pair.public_key().fingerprint();
+    let token = agent(cluster, "agent:public-signer", &pair).await;
+    let (status, request) = rest(
+        cluster,
+        &token,
+        "POST",
+        "/crypto/signing-requests",
+        Some(json!({"message": "said in public"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{request}");
+    let input = data_encoding::BASE64
+        .decode(s(&request["signingInput"]).as_bytes())
+        .unwrap();
+    let signature = pair.sign(&input).to_base64();
+    let (status, done) = rest(
+        cluster,
+        &token,
+        "POST",
+        &format!("/crypto/signing-requests/{}/sign", s(&request["id"])),
+        Some(json!({"signature": signature})),
+    )
+    .await;
+    assert_eq!((status, &done["valid"]), (200, &json!(true)), "{done}");
+
+    let anonymous = |method: &str, path: &str, body: Option<Value>| {
+        let url = format!("{}{path}", cluster.rest_url);
+        let request = match method {
+            "GET" => noema_e2e::anonymous().get(url),
+            _ => noema_e2e::anonymous().post(url),
+        };
+        let request = match body {
+            Some(body) => request.json(&body),
+            None => request,
+        };
+        async move {
+            let response = request.send().await.unwrap();
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap(),
+            )
+        }
+    };
+    let verify = json!({"signature": signature});
+    assert_eq!(
+        anonymous("POST", "/crypto/verify", Some(verify.clone())).await,
+        (200, json!({"valid": true}))
+    );
+    assert_eq!(
+        anonymous("GET", &format!("/agents/{fingerprint}"), None).await,
+        (
+            200,
+            json!({"fingerprint": fingerprint, "publicKey": pair.public_key().to_prefixed()})
+        )
+    );
+    assert_eq!(
+        anonymous(
+            "POST",
+            &format!("/agents/{}/verify", fingerprint.to_lowercase()),
+            Some(verify.clone())
+        )
+        .await,
+        (
+            200,
+            json!({"valid": true, "signer": {"fingerprint": fingerprint}})
+        )
+    );
+    let stranger = SigningKeyPair::from_seed(&[92; 32])
+        .public_key()
+        .fingerprint();
+    assert_eq!(
+        anonymous("POST", &format!("/agents/{stranger}/verify"), Some(verify)).await,
+        (200, json!({"valid": false}))
+    );
+    let (status, _) = anonymous("GET", "/agents/0000-0000-0000-0000", None).await;
+    assert_eq!(status, 404);
+
+    // A token, when sent, is checked; and nothing is written without one.
+    let (status, _) = rest(
+        cluster,
+        "noema_not_a_real_token",
+        "POST",
+        "/crypto/verify",
+        Some(json!({"signature": signature})),
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, _) = anonymous(
+        "POST",
+        "/crypto/signing-requests",
+        Some(json!({"message": "anonymous"})),
+    )
+    .await;
+    assert_eq!(status, 401);
 }

@@ -17,6 +17,10 @@ pub const SUPERUSER_SCOPE: &str = "admin:peers";
 /// Pseudo-scope required by RPCs any valid token may call.
 pub const AUTHENTICATED: &str = "authenticated";
 
+/// Pseudo-scope of RPCs anyone may call without a token (MoltNet's public verifiers); a
+/// token, when sent, is still authenticated.
+pub const PUBLIC: &str = "public";
+
 /// Scope names of the seed systems, honoured where their APIs are served.
 pub const MOLTNET_SCOPES: [&str; 5] = [
     "diary:read",
@@ -117,7 +121,7 @@ impl Principal {
     /// Whether this principal may call something requiring `required`, which may list
     /// alternatives separated by `|`.
     pub fn allows(&self, required: &str) -> bool {
-        if self.superuser || required == AUTHENTICATED {
+        if self.superuser || required == AUTHENTICATED || required == PUBLIC {
             return true;
         }
         required

@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use noema_core::content_id::sha256_hex;
-use noema_core::scopes::{AUTHENTICATED, Principal};
+use noema_core::scopes::{AUTHENTICATED, PUBLIC, Principal};
 use noema_core::{ErrorCode, ServiceError};
 use noema_proto::identity::v1 as pb;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
@@ -116,6 +116,9 @@ impl AuthLayer {
         }
         let required = noema_proto::required_scope(path).unwrap_or(AUTHENTICATED);
         let token = bearer_token(headers).map_err(|e| e.to_status())?;
+        if required == PUBLIC && token.is_none() {
+            return Ok(None);
+        }
         let principal = match token {
             Some(token) => self
                 .authenticator

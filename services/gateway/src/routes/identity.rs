@@ -195,10 +195,10 @@ pub fn routes() -> Vec<Route> {
                 Verb::Get,
                 "/agents/{fingerprint}",
                 "getAgentByFingerprint",
-                "MoltNet: an agent's public key by fingerprint",
+                "MoltNet: an agent's public key by fingerprint (public)",
                 agent_by_fingerprint,
             )
-            .calls("GetAgentByFingerprint")
+            .public()
             .status(404, "No agent has this fingerprint"),
         MOLTNET
             .route(

@@ -239,7 +239,8 @@ async fn verify_signature(
         .verify_signature(caller.request(request))
         .await?
         .into_inner();
-    Ok(GoJson(if v.valid {
+    // Without a token the service answers only `valid` (MoltNet's public answer).
+    Ok(GoJson(if v.valid && !v.agent_id.is_empty() {
         SignatureCheck {
             message: Some(v.message),
             signer: Some(Signer {
@@ -248,12 +249,56 @@ async fn verify_signature(
             }),
             valid: true,
         }
+    } else if v.valid {
+        SignatureCheck {
+            message: None,
+            signer: None,
+            valid: true,
+        }
     } else {
         SignatureCheck {
             message: None,
             signer: None,
             valid: false,
         }
+    }))
+}
+
+/// MoltNet's `POST /agents/{fingerprint}/verify`: whether a signature is this agent's.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AgentSignatureCheck {
+    pub valid: bool,
+    /// The agent, when the signature is valid and theirs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signer: Option<SignerFingerprint>,
+}
+
+/// The fingerprint of the agent whose key made a signature.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SignerFingerprint {
+    pub fingerprint: String,
+}
+
+async fn verify_agent_signature(
+    caller: Caller,
+    Path(fingerprint): Path<String>,
+    JsonBody(body): JsonBody<SignatureInput>,
+) -> Answer<AgentSignatureCheck> {
+    let request = pb::VerifySignatureRequest {
+        signature: body.signature,
+    };
+    let v = caller
+        .diary()
+        .verify_signature(caller.request(request))
+        .await?
+        .into_inner();
+    // Fingerprints are upper-case hex; MoltNet's lookups accept either case.
+    let theirs = v.valid && v.fingerprint.eq_ignore_ascii_case(&fingerprint);
+    Ok(GoJson(AgentSignatureCheck {
+        valid: theirs,
+        signer: theirs.then_some(SignerFingerprint {
+            fingerprint: v.fingerprint,
+        }),
     }))
 }
 
@@ -299,10 +344,18 @@ pub fn routes() -> Vec<Route> {
             Verb::Post,
             "/crypto/verify",
             "verifySignature",
-            "MoltNet: whether a signature belongs to a valid completed request (needs a token)",
+            "MoltNet: whether a signature belongs to a valid completed request (public; a token adds the signer and message)",
             verify_signature,
         )
-        .calls("VerifySignature"),
+        .public(),
+        r.route(
+            Verb::Post,
+            "/agents/{fingerprint}/verify",
+            "verifyAgentSignature",
+            "MoltNet: whether a signature is this agent's (public)",
+            verify_agent_signature,
+        )
+        .public(),
     ]
 }
 

@@ -73,10 +73,21 @@ pub(super) async fn get_agent_by_fingerprint(
     ops: &Identity,
     request: Request<pb::GetAgentByFingerprintRequest>,
 ) -> Result<pb::Agent, IdentityError> {
+    let anonymous = principal(&request).is_err();
     let agent = ops
         .get_agent_by_fingerprint(&request.into_inner().fingerprint)
         .await?;
-    Ok(agent_to_proto(agent))
+    let agent = agent_to_proto(agent);
+    // A public RPC: a caller without a token learns what MoltNet's public route says.
+    Ok(if anonymous {
+        pb::Agent {
+            fingerprint: agent.fingerprint,
+            public_key: agent.public_key,
+            ..pb::Agent::default()
+        }
+    } else {
+        agent
+    })
 }
 
 pub(super) async fn list_agents(

@@ -5,7 +5,7 @@ use noema_runtime::convert::timestamp;
 use time::OffsetDateTime;
 use tonic::Request;
 
-use super::caller;
+use super::{caller, principal};
 use crate::domain::signing::SigningRequest;
 use crate::error::IdentityError;
 use crate::ops::{Identity, NewSigningRequest};
@@ -96,8 +96,15 @@ pub(super) async fn verify_signature(
     ops: &Identity,
     request: Request<pb::VerifySignatureRequest>,
 ) -> Result<pb::VerifySignatureResponse, IdentityError> {
+    let anonymous = principal(&request).is_err();
     let signature = request.into_inner().signature;
     Ok(match ops.verify_signature(&signature).await? {
+        // A public RPC: a caller without a token learns only whether and by whom.
+        Some((_, fingerprint)) if anonymous => pb::VerifySignatureResponse {
+            valid: true,
+            fingerprint,
+            ..pb::VerifySignatureResponse::default()
+        },
         Some((signed, fingerprint)) => pb::VerifySignatureResponse {
             valid: true,
             fingerprint,
