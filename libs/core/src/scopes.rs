@@ -99,6 +99,9 @@ pub struct Principal {
     pub read_namespaces: Vec<String>,
     pub write_namespaces: Vec<String>,
     pub superuser: bool,
+    /// Whose data the token acts on (capsules and other agent-written data): set when the
+    /// token is issued, by default its `peer_id`, so several tokens can act for one tenant.
+    pub tenant: String,
 }
 
 impl Principal {
@@ -111,6 +114,7 @@ impl Principal {
             read_namespaces: vec!["*".into()],
             write_namespaces: vec!["*".into()],
             superuser: false,
+            tenant: "anonymous".into(),
         }
     }
 
@@ -145,6 +149,7 @@ mod tests {
             read_namespaces: vec![],
             write_namespaces: vec![],
             superuser: false,
+            tenant: "p".into(),
         }
     }
 
