@@ -14,6 +14,10 @@ pub const SERVICES: [&str; 5] = ["ledger", "identity", "continuity", "orchestrat
 /// The superuser scope (CogniRelay's owner scope).
 pub const SUPERUSER_SCOPE: &str = "admin:peers";
 
+/// Request metadata (gRPC) and header (REST) by which a superuser names the tenant it acts
+/// in; anyone else may name only their own.
+pub const TENANT_METADATA: &str = "x-noema-tenant";
+
 /// Pseudo-scope required by RPCs any valid token may call.
 pub const AUTHENTICATED: &str = "authenticated";
 

@@ -54,6 +54,26 @@ const SUPERSEDED_BY: Ty = Ty::Nullable(&Ty::Str {
 /// `lifecycle_transition` / `transition` values.
 pub const TRANSITIONS: &[&str] = &["suspend", "resume", "conclude", "supersede"];
 
+/// The request body as JSON, or FastAPI's 422 `json_invalid` when it is not JSON (`loc`
+/// names the byte offset of the error; the original's decoder words `ctx.error` its own way).
+pub fn parse_body(bytes: &[u8]) -> Result<Json, ContinuityError> {
+    Json::parse(bytes).map_err(|err| {
+        let offset = bytes
+            .split(|b| *b == b'\n')
+            .take(err.line().saturating_sub(1))
+            .map(|line| line.len() + 1)
+            .sum::<usize>()
+            + err.column().saturating_sub(1);
+        ContinuityError::Validation(vec![super::error::FieldError {
+            kind: "json_invalid",
+            loc: super::error::Loc::body().index(offset),
+            msg: "JSON decode error".to_owned(),
+            input: Json::Object(super::json::JsonObject::new()),
+            ctx: vec![("error", Json::String(err.to_string()))],
+        }])
+    })
+}
+
 fn parse<T: serde::de::DeserializeOwned>(
     model: &'static Model,
     body: &Json,
