@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod connect;
+pub mod continuity;
 pub mod diary;
 pub mod ledger;
 
