@@ -390,6 +390,26 @@ async fn other_tenants_and_collaborators_see_nothing(cluster: &TestCluster) {
             "{rpc} tells a hidden capsule from a missing one"
         );
     }
+    // The audit log spans every tenant: a tenant's own admin does not read it.
+    let stranger_admin = token(cluster, "agent:stranger", &["continuity:admin"]).await;
+    let audit = connect(cluster, &stranger_admin)
+        .await
+        .continuity()
+        .client()
+        .list_audit(noema_proto::common::v1::ListAuditRequest { page: None, oldest_first: false })
+        .await
+        .unwrap_err();
+    assert_eq!(audit.code(), tonic::Code::PermissionDenied);
+    // Nor do its other admin RPCs reach the owner's tenant.
+    let check = connect(cluster, &stranger_admin)
+        .await
+        .continuity()
+        .client()
+        .check_artifacts(pb::CheckArtifactsRequest { all_tenants: false })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(check.tiers.iter().all(|t| t.total == 0), "{:?}", check.tiers);
     // Naming the tenant does not help a non-superuser.
     let named = connect(cluster, &stranger)
         .await

@@ -329,6 +329,13 @@ impl ContinuityService for ContinuityApi {
         &self,
         request: Request<common::ListAuditRequest>,
     ) -> Result<Response<common::ListAuditResponse>, Status> {
+        // The log spans every tenant: only a superuser reads it.
+        if !caller(&request)?.principal.superuser {
+            return Err(Error::from(
+                crate::domain::error::ContinuityError::missing_scope("admin:peers"),
+            )
+            .into());
+        }
         let response = list_audit(self.continuity.store().database(), request.into_inner()).await?;
         Ok(Response::new(response))
     }
