@@ -396,7 +396,10 @@ async fn other_tenants_and_collaborators_see_nothing(cluster: &TestCluster) {
         .await
         .continuity()
         .client()
-        .list_audit(noema_proto::common::v1::ListAuditRequest { page: None, oldest_first: false })
+        .list_audit(noema_proto::common::v1::ListAuditRequest {
+            page: None,
+            oldest_first: false,
+        })
         .await
         .unwrap_err();
     assert_eq!(audit.code(), tonic::Code::PermissionDenied);
@@ -409,7 +412,11 @@ async fn other_tenants_and_collaborators_see_nothing(cluster: &TestCluster) {
         .await
         .unwrap()
         .into_inner();
-    assert!(check.tiers.iter().all(|t| t.total == 0), "{:?}", check.tiers);
+    assert!(
+        check.tiers.iter().all(|t| t.total == 0),
+        "{:?}",
+        check.tiers
+    );
     // Naming the tenant does not help a non-superuser.
     let named = connect(cluster, &stranger)
         .await

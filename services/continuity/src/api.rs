@@ -331,10 +331,12 @@ impl ContinuityService for ContinuityApi {
     ) -> Result<Response<common::ListAuditResponse>, Status> {
         // The log spans every tenant: only a superuser reads it.
         if !caller(&request)?.principal.superuser {
-            return Err(Error::from(
-                crate::domain::error::ContinuityError::missing_scope("admin:peers"),
-            )
-            .into());
+            return Err(
+                Error::from(crate::domain::error::ContinuityError::missing_scope(
+                    "admin:peers",
+                ))
+                .into(),
+            );
         }
         let response = list_audit(self.continuity.store().database(), request.into_inner()).await?;
         Ok(Response::new(response))

@@ -153,46 +153,45 @@ impl Continuity {
         caller.require_read_path(CONTINUITY_DIR)?;
         let at = now();
         let kind = request.subject_kind.map(|k| k.as_str());
-        let subjects = self.store.subjects(&caller.tenant, kind).await?;
+        let subjects = self.store.pointers(&caller.tenant, kind).await?;
         // Capsules by revision: from the cache, the rest fetched in one go.
+        let shown = |s: &crate::store::Pointers| {
+            let fallback = s.fallback.as_ref().filter(|_| request.include_fallback);
+            s.active.iter().chain(fallback).cloned().collect::<Vec<_>>()
+        };
         let mut wanted = Vec::new();
         for s in &subjects {
-            if let Some((sequence, id)) = &s.active_revision
-                && self.capsules.get(id).is_none()
-            {
-                wanted.push((s.subject_kind.clone(), s.subject_key.clone(), *sequence));
-            }
-            if request.include_fallback
-                && let Some((sequence, id)) = &s.fallback
-                && self.capsules.get(id).is_none()
-            {
-                wanted.push((s.subject_kind.clone(), s.subject_key.clone(), *sequence));
+            for (sequence, id) in shown(s) {
+                if self.capsules.get(&id).is_none() {
+                    wanted.push((s.subject_kind.clone(), s.subject_key.clone(), sequence));
+                }
             }
         }
         for (_, _, revision) in self.store.revisions(&caller.tenant, &wanted).await? {
             self.load(&revision.revision_id, &revision.capsule);
         }
-        let cached = |id: &str| {
-            self.capsules
-                .get(id)
-                .and_then(|loaded| loaded.as_ref().as_ref().ok().map(|(c, _)| c.clone()))
-        };
         let mut rows = Vec::new();
         for s in &subjects {
+            let Some(kind) = SubjectKind::parse(&s.subject_kind) else {
+                continue;
+            };
             let key = SubjectKey {
-                kind: match SubjectKind::parse(&s.subject_kind) {
-                    Some(kind) => kind,
-                    None => continue,
-                },
+                kind,
                 key: s.subject_key.clone(),
             };
-            if let Some(capsule) = s.active_revision.as_ref().and_then(|(_, id)| cached(id)) {
-                rows.push(ListRow::active(&capsule, &key.active_path(), at));
+            let loaded = |pointer: &Option<(i64, String)>| {
+                pointer.as_ref().and_then(|(_, id)| self.capsules.get(id))
+            };
+            if let Some(loaded) = loaded(&s.active)
+                && let Ok((capsule, _)) = loaded.as_ref()
+            {
+                rows.push(ListRow::active(capsule, &key.active_path(), at));
             }
             if request.include_fallback
-                && let Some(capsule) = s.fallback.as_ref().and_then(|(_, id)| cached(id))
+                && let Some(loaded) = loaded(&s.fallback)
+                && let Ok((capsule, _)) = loaded.as_ref()
             {
-                rows.push(ListRow::fallback(&capsule, &key.fallback_path(), at));
+                rows.push(ListRow::fallback(capsule, &key.fallback_path(), at));
             }
         }
         if request.include_archived || request.include_cold {

@@ -19,7 +19,8 @@ use std::sync::{Arc, OnceLock};
 use noema_store::Database;
 
 pub use reads::{
-    ArchiveRow, ArtifactScan, CapsuleRevision, ColdRow, HistoryRow, IdempotencyRecord, SubjectRow,
+    ArchiveRow, ArtifactScan, CapsuleRevision, ColdRow, HistoryRow, IdempotencyRecord, Pointers,
+    SubjectRow,
 };
 pub use writes::{
     ArchiveWrite, CapsuleWrite, ColdStoreWrite, DeleteWrite, IdempotencyWrite, PlanWrite, Refusal,

@@ -82,6 +82,15 @@ const SUBJECT_COLUMNS: &str = "s.subject_kind, s.subject_key, s.subject_id, s.ve
      s.head_sequence, s.head_revision, s.active_sequence, s.active_revision, \
      s.fallback_sequence, s.fallback_revision, s.used_at";
 
+/// A subject's tier pointers: `(sequence, revision id)` of its active capsule and fallback.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pointers {
+    pub subject_kind: String,
+    pub subject_key: String,
+    pub active: Option<(i64, String)>,
+    pub fallback: Option<(i64, String)>,
+}
+
 /// One revision of a subject's history.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct HistoryRow {
@@ -206,6 +215,41 @@ impl ContinuityStore {
                 .await?
         });
         Ok(rows.into_iter().map(SubjectRow::from).collect())
+    }
+
+    /// Every subject's active and fallback revision (kind, key, pointers), in key order:
+    /// what a list needs, and no more (the capsules come from the cache or by key).
+    pub async fn pointers(&self, tenant: &str, kind: Option<&str>) -> Result<Vec<Pointers>, Error> {
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            subject_kind: String,
+            subject_key: String,
+            active_sequence: Option<i64>,
+            active_revision: Option<String>,
+            fallback_sequence: Option<i64>,
+            fallback_revision: Option<String>,
+        }
+        let rows: Vec<Row> = with_pool!(&self.db, |pool| {
+            query(
+                "SELECT subject_kind, subject_key, active_sequence, active_revision, \
+                 fallback_sequence, fallback_revision FROM continuity_subjects \
+                 WHERE tenant = $1 AND ($2 = '' OR subject_kind = $2) \
+                 ORDER BY subject_kind, subject_key",
+            )
+            .bind(tenant)
+            .bind(kind.unwrap_or(""))
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|r| Pointers {
+                subject_kind: r.subject_kind,
+                subject_key: r.subject_key,
+                active: r.active_sequence.zip(r.active_revision),
+                fallback: r.fallback_sequence.zip(r.fallback_revision),
+            })
+            .collect())
     }
 
     /// One revision's capsule.

@@ -122,7 +122,8 @@ impl Bench {
                 .await
                 .map(drop),
             Phase::Read => {
-                let body = json!({"subject_kind": "user", "subject_id": format!("listed-{}", n % LISTED)});
+                let body =
+                    json!({"subject_kind": "user", "subject_id": format!("listed-{}", n % LISTED)});
                 self.listed
                     .clone()
                     .read(pb::JsonRequest {
@@ -163,7 +164,10 @@ pub async fn bench(args: &ContinuityBenchArgs) -> Result<(), CommandError> {
     let mut seed = [0u8; 8];
     getrandom::fill(&mut seed).map_err(|e| CommandError::Usage(e.to_string()))?;
     let run = u64::from_le_bytes(seed);
-    let writes = noema.in_tenant(&format!("bench-{run:x}"))?.continuity().client();
+    let writes = noema
+        .in_tenant(&format!("bench-{run:x}"))?
+        .continuity()
+        .client();
     let listed = noema
         .in_tenant(&format!("bench-{run:x}-list"))?
         .continuity()
