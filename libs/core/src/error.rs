@@ -212,6 +212,13 @@ pub const QUOTA_LIMIT_KEY: &str = "quota_limit";
 /// The quota of pending signing requests per agent (MoltNet's signing-request limit).
 pub const PENDING_SIGNING_REQUESTS: &str = "pending_signing_requests";
 
+/// `ErrorInfo.metadata` key: the HTTP status the original system answers a refusal with
+/// (decimal), sent by a service that reproduces the original's error bodies exactly.
+pub const ORIGINAL_STATUS_KEY: &str = "http_status";
+/// `ErrorInfo.metadata` key: the original's exact JSON error body for that refusal, which a
+/// REST front sends byte for byte with [`ORIGINAL_STATUS_KEY`]'s status.
+pub const ORIGINAL_BODY_KEY: &str = "body";
+
 /// The `ErrorInfo` domain of every reason Noema sends.
 pub const REASON_DOMAIN: &str = "noema";
 

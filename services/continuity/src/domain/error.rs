@@ -281,9 +281,9 @@ impl ContinuityError {
 }
 
 /// `ErrorInfo.metadata` key: the HTTP status CogniRelay answers with (decimal).
-pub const HTTP_STATUS_KEY: &str = "http_status";
+pub const HTTP_STATUS_KEY: &str = noema_core::error::ORIGINAL_STATUS_KEY;
 /// `ErrorInfo.metadata` key: CogniRelay's exact JSON error body.
-pub const BODY_KEY: &str = "body";
+pub const BODY_KEY: &str = noema_core::error::ORIGINAL_BODY_KEY;
 
 impl ServiceError for ContinuityError {
     fn code(&self) -> ErrorCode {
