@@ -34,7 +34,7 @@ fn caller<T>(request: &Request<T>) -> Result<Caller, Status> {
     let principal = principal(request)?.clone();
     let named = match request.metadata().get(TENANT_METADATA) {
         Some(value) => Some(value.to_str().map_err(|_| {
-            Status::invalid_argument(format!("{TENANT_METADATA} is not a valid tenant name"))
+            Error::InvalidArgument(format!("{TENANT_METADATA} is not a valid tenant name"))
         })?),
         None => None,
     };
@@ -207,8 +207,8 @@ impl ContinuityService for ContinuityApi {
             None
         } else {
             Some(page.page_token.parse::<i64>().map_err(|_| {
-                Status::invalid_argument(
-                    "page_token is not a token returned by a previous History call",
+                Error::InvalidArgument(
+                    "page_token is not a token returned by a previous History call".to_owned(),
                 )
             })?)
         };

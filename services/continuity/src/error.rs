@@ -23,6 +23,9 @@ pub enum Error {
     WriterGone,
     #[error("stored data is malformed: {0}")]
     Corrupt(String),
+    /// A gRPC field that is not the original's (a page token, the tenant header) is malformed.
+    #[error("{0}")]
+    InvalidArgument(String),
 }
 
 impl Error {
@@ -55,6 +58,7 @@ impl ServiceError for Error {
             Error::Objects(err) if err.is_retryable() => ErrorCode::Unavailable,
             Error::WriterGone => ErrorCode::Unavailable,
             Error::Objects(_) | Error::Corrupt(_) => ErrorCode::Internal,
+            Error::InvalidArgument(_) => ErrorCode::InvalidArgument,
         }
     }
 
@@ -75,7 +79,7 @@ impl ServiceError for Error {
     fn public_message(&self) -> String {
         match self {
             Error::Refused(refusal) => refusal.public_message(),
-            Error::WriterGone => self.to_string(),
+            Error::WriterGone | Error::InvalidArgument(_) => self.to_string(),
             _ if self.code() == ErrorCode::Unavailable => {
                 "storage temporarily unavailable; retry".to_owned()
             }
