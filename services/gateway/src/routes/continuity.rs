@@ -151,7 +151,9 @@ async fn retention_plan(caller: Caller, document: Document) -> Passed {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct HistoryQuery {
     /// user, peer, thread or task
+    #[serde(default)]
     pub subject_kind: String,
+    #[serde(default)]
     pub subject_id: String,
     /// Revisions per page (the service clamps it)
     #[serde(default)]
@@ -369,8 +371,40 @@ fn run_id() -> String {
     )
 }
 
+/// Whether the caller may run continuity jobs, asked of the service before the gateway
+/// judges the envelope: CogniRelay authenticates before it validates a body, so a caller
+/// without a (good) token hears 401/403, never about the envelope. The probe is a job call
+/// without arguments, which the service refuses before doing anything.
+async fn authorise_ops(caller: &Caller) -> Result<(), ApiError> {
+    let (mut client, request) = call(
+        caller,
+        pb::JsonRequest {
+            body: b"{}".to_vec(),
+        },
+    );
+    match client.cold_store(request).await {
+        Err(status)
+            if matches!(
+                status.code(),
+                tonic::Code::Unauthenticated
+                    | tonic::Code::PermissionDenied
+                    | tonic::Code::Unavailable
+            ) =>
+        {
+            Err(status.into())
+        }
+        _ => Ok(()),
+    }
+}
+
 async fn ops_run(caller: Caller, document: Document) -> Passed {
-    let (job_id, arguments) = ops_job(&document.bytes)?;
+    let (job_id, arguments) = match ops_job(&document.bytes) {
+        Ok(job) => job,
+        Err(refusal) => {
+            authorise_ops(&caller).await?;
+            return Err(refusal);
+        }
+    };
     let (mut client, request) = call(
         &caller,
         pb::JsonRequest {
@@ -382,6 +416,7 @@ async fn ops_run(caller: Caller, document: Document) -> Passed {
         "continuity_cold_rehydrate" => client.cold_rehydrate(request).await?,
         "continuity_retention_apply" => client.retention_apply(request).await?,
         other => {
+            authorise_ops(&caller).await?;
             return Err(original(
                 ErrorCode::InvalidArgument,
                 400,
