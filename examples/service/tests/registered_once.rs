@@ -176,7 +176,10 @@ async fn reflect(
 async fn the_production_registry_knows_nothing_of_it() {
     let production = noema::registry::builtin().unwrap();
     let extended = noema_example_service::registry().unwrap();
-    assert_eq!(extended.names(), ["identity", "ledger", "example"]);
+    assert_eq!(
+        extended.names(),
+        ["identity", "ledger", "continuity", "example"]
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("noema.toml");
@@ -202,7 +205,7 @@ async fn the_production_registry_knows_nothing_of_it() {
         .unwrap_err();
     assert!(
         err.to_string()
-            .contains("unknown service `example`; known services: identity, ledger"),
+            .contains("unknown service `example`; known services: identity, ledger, continuity"),
         "{err}"
     );
 
@@ -333,7 +336,7 @@ fn the_command_line_lists_configures_and_migrates_it() {
 
     let help = output(noema_example().args(["serve", "--help"]));
     assert!(
-        help.contains("identity, ledger, example, gateway"),
+        help.contains("identity, ledger, continuity, example, gateway"),
         "{help}"
     );
 

@@ -8,6 +8,7 @@
 //! # let _ = status; Ok(()) }
 //! ```
 
+pub mod continuity;
 pub mod diary;
 pub mod ledger;
 
@@ -21,6 +22,7 @@ use tonic::transport::{Channel, Endpoint};
 /// Generated messages, by service.
 pub mod pb {
     pub use noema_proto::common::v1 as common;
+    pub use noema_proto::continuity::v1 as continuity;
     pub use noema_proto::identity::v1 as identity;
     pub use noema_proto::ledger::v1 as ledger;
 }
@@ -76,9 +78,13 @@ impl ClientError {
     }
 }
 
-/// Adds `authorization: Bearer <token>` to every call.
+/// Adds `authorization: Bearer <token>` to every call, and `x-noema-tenant` when the
+/// connection acts in a named tenant.
 #[derive(Clone)]
-pub struct Bearer(MetadataValue<Ascii>);
+pub struct Bearer {
+    token: MetadataValue<Ascii>,
+    tenant: Option<MetadataValue<Ascii>>,
+}
 
 impl Interceptor for Bearer {
     fn call(
@@ -87,7 +93,12 @@ impl Interceptor for Bearer {
     ) -> Result<tonic::Request<()>, tonic::Status> {
         request
             .metadata_mut()
-            .insert("authorization", self.0.clone());
+            .insert("authorization", self.token.clone());
+        if let Some(tenant) = &self.tenant {
+            request
+                .metadata_mut()
+                .insert(noema_core::scopes::TENANT_METADATA, tenant.clone());
+        }
         Ok(request)
     }
 }
@@ -100,6 +111,9 @@ pub type LedgerClient =
 pub type IdentityClient =
     noema_proto::identity::v1::identity_service_client::IdentityServiceClient<AuthedChannel>;
 
+pub type ContinuityClient =
+    noema_proto::continuity::v1::continuity_service_client::ContinuityServiceClient<AuthedChannel>;
+
 pub type DiaryClient =
     noema_proto::identity::v1::diary_service_client::DiaryServiceClient<AuthedChannel>;
 
@@ -107,6 +121,8 @@ pub type DiaryClient =
 #[derive(Clone)]
 pub struct Noema {
     channel: AuthedChannel,
+    raw: Channel,
+    bearer: Bearer,
 }
 
 impl Noema {
@@ -133,8 +149,32 @@ impl Noema {
         let header = format!("Bearer {token}")
             .parse()
             .map_err(|_| ClientError::Token)?;
+        let bearer = Bearer {
+            token: header,
+            tenant: None,
+        };
         Ok(Noema {
-            channel: InterceptedService::new(channel, Bearer(header)),
+            channel: InterceptedService::new(channel.clone(), bearer.clone()),
+            raw: channel,
+            bearer,
+        })
+    }
+
+    /// The same connection acting in `tenant` (sent as `x-noema-tenant` on every call).
+    /// Only a superuser token (the owner, `admin:peers`) may name a tenant other than its
+    /// own; the data of other tenants is otherwise invisible.
+    pub fn in_tenant(&self, tenant: &str) -> Result<Noema, ClientError> {
+        let value = tenant.parse().map_err(|_| {
+            ClientError::Invalid(format!("tenant {tenant:?} is not a valid header value"))
+        })?;
+        let bearer = Bearer {
+            tenant: Some(value),
+            ..self.bearer.clone()
+        };
+        Ok(Noema {
+            channel: InterceptedService::new(self.raw.clone(), bearer.clone()),
+            raw: self.raw.clone(),
+            bearer,
         })
     }
 

@@ -186,6 +186,19 @@ reasons! {
     /// The object's bytes are in storage without a ledger row (an orphaned write), so
     /// this is not a harmless duplicate: reconcile.
     StorageConflict = "STORAGE_CONFLICT",
+    /// CogniRelay's request-model validation failed (its 422 with pydantic's error list;
+    /// the exact body is in the metadata).
+    RequestModelInvalid = "REQUEST_MODEL_INVALID",
+    /// The write is older than what is stored (CogniRelay's stale-write 409).
+    StaleWrite = "STALE_WRITE",
+    /// The write has the stored timestamp but other content (CogniRelay's 409).
+    TimestampConflict = "TIMESTAMP_CONFLICT",
+    /// Concurrent writers kept moving the record while this write retried; retry.
+    LockTimeout = "LOCK_TIMEOUT",
+    /// An idempotency key was used before with another request body.
+    IdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED",
+    /// The path is outside the token's read or write namespaces (CogniRelay's 403).
+    NamespaceDenied = "NAMESPACE_DENIED",
 }
 
 /// The ledger's text for [`Reason::SystemStopped`] (open-cognition's own words), shared by
@@ -198,6 +211,13 @@ pub const QUOTA_KEY: &str = "quota";
 pub const QUOTA_LIMIT_KEY: &str = "quota_limit";
 /// The quota of pending signing requests per agent (MoltNet's signing-request limit).
 pub const PENDING_SIGNING_REQUESTS: &str = "pending_signing_requests";
+
+/// `ErrorInfo.metadata` key: the HTTP status the original system answers a refusal with
+/// (decimal), sent by a service that reproduces the original's error bodies exactly.
+pub const ORIGINAL_STATUS_KEY: &str = "http_status";
+/// `ErrorInfo.metadata` key: the original's exact JSON error body for that refusal, which a
+/// REST front sends byte for byte with [`ORIGINAL_STATUS_KEY`]'s status.
+pub const ORIGINAL_BODY_KEY: &str = "body";
 
 /// The `ErrorInfo` domain of every reason Noema sends.
 pub const REASON_DOMAIN: &str = "noema";

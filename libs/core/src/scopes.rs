@@ -14,6 +14,10 @@ pub const SERVICES: [&str; 5] = ["ledger", "identity", "continuity", "orchestrat
 /// The superuser scope (CogniRelay's owner scope).
 pub const SUPERUSER_SCOPE: &str = "admin:peers";
 
+/// Request metadata (gRPC) and header (REST) by which a superuser names the tenant it acts
+/// in; anyone else may name only their own.
+pub const TENANT_METADATA: &str = "x-noema-tenant";
+
 /// Pseudo-scope required by RPCs any valid token may call.
 pub const AUTHENTICATED: &str = "authenticated";
 
@@ -103,6 +107,9 @@ pub struct Principal {
     pub read_namespaces: Vec<String>,
     pub write_namespaces: Vec<String>,
     pub superuser: bool,
+    /// Whose data the token acts on (capsules and other agent-written data): set when the
+    /// token is issued, by default its `peer_id`, so several tokens can act for one tenant.
+    pub tenant: String,
 }
 
 impl Principal {
@@ -115,6 +122,7 @@ impl Principal {
             read_namespaces: vec!["*".into()],
             write_namespaces: vec!["*".into()],
             superuser: false,
+            tenant: "anonymous".into(),
         }
     }
 
@@ -149,6 +157,7 @@ mod tests {
             read_namespaces: vec![],
             write_namespaces: vec![],
             superuser: false,
+            tenant: "p".into(),
         }
     }
 

@@ -246,7 +246,14 @@ impl RemoteAuthenticator {
 }
 
 pub fn principal_from_proto(p: pb::Principal) -> Principal {
+    // An identity service from before tenants names none: the peer is the tenant.
+    let tenant = if p.tenant.is_empty() {
+        p.peer_id.clone()
+    } else {
+        p.tenant
+    };
     Principal {
+        tenant,
         token_id: p.token_id,
         peer_id: p.peer_id,
         scopes: p.scopes,

@@ -1,7 +1,38 @@
 //! Noema's continuity service: CogniRelay's continuity capsules (seed 001, digest
-//! `compat/cognirelay.md`), wire-compatible.
+//! `compat/cognirelay.md`), wire-compatible, per tenant, safe with many agents and replicas.
 //!
-//! Today this crate holds the pure rules ([`domain`]); the store, the operations layer and the
-//! gRPC/REST adapters are built on them.
+//! `api` adapts gRPC (JSON documents as bytes), `ops` holds the use cases (load, rule,
+//! write, audit), `domain` the rules (no I/O), `store` the SQL.
 
+pub mod api;
 pub mod domain;
+pub mod error;
+pub mod ops;
+pub mod store;
+
+use std::sync::Arc;
+
+use noema_proto::continuity::v1::continuity_service_server::ContinuityServiceServer;
+use noema_store::{Database, ObjectStore};
+
+pub use error::Error;
+pub use ops::Options;
+pub use store::{ContinuityStore, MIGRATIONS};
+
+/// The gRPC service name, as registered for health and reflection.
+pub const SERVICE_NAME: &str = "noema.continuity.v1.ContinuityService";
+
+/// Builds the continuity gRPC service over an already-migrated database and its object
+/// store (the cold tier's payloads).
+pub async fn service(
+    db: Database,
+    objects: Arc<dyn ObjectStore>,
+    options: Options,
+) -> Result<ContinuityServiceServer<api::ContinuityApi>, Error> {
+    let store = ContinuityStore::new(db);
+    store.ensure_initialized().await?;
+    let continuity = ops::Continuity::new(store, objects, options);
+    Ok(ContinuityServiceServer::new(api::ContinuityApi::new(
+        Arc::new(continuity),
+    )))
+}

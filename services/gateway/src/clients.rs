@@ -1,6 +1,7 @@
 //! Typed clients of the fronted services, made from the state's channels. A route module
 //! calls `state.ledger()` (etc.) for a client of its service.
 
+use noema_proto::continuity::v1::continuity_service_client::ContinuityServiceClient;
 use noema_proto::identity::v1::diary_service_client::DiaryServiceClient;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
@@ -19,6 +20,11 @@ impl GatewayState {
     /// Signed diaries, served by the identity service.
     pub fn diary(&self) -> DiaryServiceClient<TracedChannel> {
         DiaryServiceClient::new(self.channel("identity"))
+    }
+
+    /// CogniRelay's continuity capsules.
+    pub fn continuity(&self) -> ContinuityServiceClient<TracedChannel> {
+        ContinuityServiceClient::new(self.channel("continuity"))
     }
 
     pub fn ledger(&self) -> LedgerServiceClient<TracedChannel> {

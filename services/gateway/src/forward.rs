@@ -11,6 +11,7 @@ use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use noema_core::Failure;
+use noema_proto::continuity::v1::continuity_service_client::ContinuityServiceClient;
 use noema_proto::identity::v1::diary_service_client::DiaryServiceClient;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
@@ -68,6 +69,10 @@ impl Caller {
 
     pub fn ledger(&self) -> LedgerServiceClient<TracedChannel> {
         self.state.ledger()
+    }
+
+    pub fn continuity(&self) -> ContinuityServiceClient<TracedChannel> {
+        self.state.continuity()
     }
 }
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use noema_runtime::auth::Authenticator;
 use noema_runtime::registry::{
-    BoxFuture, BuildError, Hosted, ObjectStoreSpec, RegistryError, ServiceContext, ServiceSpec,
-    TokenAuthority,
+    BoxFuture, BuildError, Hosted, ObjectStoreSpec, OptionsSpec, RegistryError, ServiceContext,
+    ServiceSpec, TokenAuthority,
 };
 use noema_store::Database;
 
@@ -19,7 +19,7 @@ pub use noema_runtime::registry::Registry;
 /// Every service of the `noema` binary. A test or an example extends it with
 /// [`Registry::with`].
 pub fn builtin() -> Result<Registry, RegistryError> {
-    Registry::new(vec![identity(), ledger()])
+    Registry::new(vec![identity(), ledger(), continuity()])
 }
 
 /// Agents, keys, tokens and signed diaries (seed 004); checks every service's tokens.
@@ -111,6 +111,35 @@ fn build_ledger(ctx: ServiceContext) -> BoxFuture<'static, Result<Hosted, BuildE
     })
 }
 
+/// CogniRelay's continuity capsules per tenant, their tiers and plans (seed 001). Its object
+/// store holds the cold tier's gzip payloads.
+fn continuity() -> ServiceSpec {
+    ServiceSpec {
+        name: "continuity",
+        grpc_services: &[noema_continuity::SERVICE_NAME],
+        descriptors: noema_proto::FILE_DESCRIPTOR_SET,
+        migrations: &noema_continuity::MIGRATIONS,
+        object_store: Some(ObjectStoreSpec::own(
+            "continuity/packs",
+            "continuity/objects",
+        )),
+        peers: &[],
+        options: Some(OptionsSpec::of::<noema_continuity::Options>()),
+        token_authority: None,
+        build: build_continuity,
+    }
+}
+
+fn build_continuity(ctx: ServiceContext) -> BoxFuture<'static, Result<Hosted, BuildError>> {
+    Box::pin(async move {
+        let options = ctx.options::<noema_continuity::Options>()?;
+        let service = noema_continuity::service(ctx.db.clone(), ctx.object_store()?, options)
+            .await
+            .map_err(|e| BuildError::failed(&e))?;
+        Ok(Hosted::new().with(service))
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -121,12 +150,14 @@ mod tests {
     #[test]
     fn the_builtin_registry_holds_together() {
         let registry = builtin().unwrap();
-        assert_eq!(registry.names(), ["identity", "ledger"]);
+        assert_eq!(registry.names(), ["identity", "ledger", "continuity"]);
         let (authority, _) = registry.token_authority().unwrap();
         assert_eq!(authority.name, "identity");
         let ledger = registry.get("ledger").unwrap();
         assert_eq!(registry.calls(ledger), ["identity"]);
         assert_eq!(registry.calls(authority), Vec::<&str>::new());
+        let continuity = registry.get("continuity").unwrap();
+        assert_eq!(registry.calls(continuity), ["identity"]);
     }
 
     #[test]

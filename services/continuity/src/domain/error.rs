@@ -7,7 +7,7 @@
 //! - `Unhandled`: what the original lets escape as an exception (500 with its class name), kept
 //!   so a client sees the same status for the same bad input.
 
-use noema_core::{ErrorCode, ServiceError};
+use noema_core::{ErrorCode, Reason, ServiceError};
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
@@ -156,6 +156,18 @@ pub enum ContinuityError {
     /// 500 `{"ok":false,"operation":"unhandled","error":{"code":<class>,"detail":<text>}}`.
     #[error("{code}: {detail}")]
     Unhandled { code: String, detail: String },
+    /// 403 with the original's detail: a missing CogniRelay scope (`Missing scope: <s>`) or a
+    /// path outside the token's namespaces.
+    #[error("{detail}")]
+    Forbidden { detail: String, namespace: bool },
+    /// 409 `{"ok":false,"operation":"continuity","error":{"code":
+    /// "continuity_source_lock_timeout","detail":…}}`: concurrent writers to the subject kept
+    /// moving it while this write retried its merge.
+    #[error("{detail}")]
+    LockTimeout { detail: String },
+    /// 409: an `idempotency_key` used before with another body.
+    #[error("{0}")]
+    IdempotencyConflict(String),
 }
 
 fn summary(errors: &[FieldError]) -> String {
@@ -189,13 +201,41 @@ impl ContinuityError {
         }
     }
 
+    /// `Missing scope: <scope>`.
+    pub fn missing_scope(scope: &str) -> Self {
+        ContinuityError::Forbidden {
+            detail: format!("Missing scope: {scope}"),
+            namespace: false,
+        }
+    }
+
+    /// A namespace refusal with the original's detail.
+    pub fn namespace(detail: impl Into<String>) -> Self {
+        ContinuityError::Forbidden {
+            detail: detail.into(),
+            namespace: true,
+        }
+    }
+
+    /// The lock-timeout conflict for the subject lock `lock_id`.
+    pub fn lock_timeout(lock_id: &str, attempts: u32) -> Self {
+        ContinuityError::LockTimeout {
+            detail: format!(
+                "Lock timed out for {lock_id}: concurrent writers moved it during {attempts} attempts"
+            ),
+        }
+    }
+
     /// The HTTP status the original answers with.
     pub fn http_status(&self) -> u16 {
         match self {
             ContinuityError::Validation(_) => 422,
             ContinuityError::Invalid(_) => 400,
+            ContinuityError::Forbidden { .. } => 403,
             ContinuityError::NotFound(_) => 404,
-            ContinuityError::Conflict { .. } => 409,
+            ContinuityError::Conflict { .. }
+            | ContinuityError::LockTimeout { .. }
+            | ContinuityError::IdempotencyConflict(_) => 409,
             ContinuityError::Unhandled { .. } => 500,
         }
     }
@@ -210,8 +250,20 @@ impl ContinuityError {
             }
             ContinuityError::Invalid(d)
             | ContinuityError::NotFound(d)
+            | ContinuityError::IdempotencyConflict(d)
+            | ContinuityError::Forbidden { detail: d, .. }
             | ContinuityError::Conflict { detail: d, .. } => {
                 body.insert("detail", Json::String(d.clone()));
+            }
+            ContinuityError::LockTimeout { detail } => {
+                let mut error = super::json::JsonObject::new();
+                error.insert("code", Json::from("continuity_source_lock_timeout"));
+                error.insert("detail", Json::String(detail.clone()));
+                let mut inner = super::json::JsonObject::new();
+                inner.insert("ok", Json::Bool(false));
+                inner.insert("operation", Json::from("continuity"));
+                inner.insert("error", Json::Object(error));
+                body.insert("detail", Json::Object(inner));
             }
             ContinuityError::Unhandled { code, detail } => {
                 let mut error = super::json::JsonObject::new();
@@ -228,27 +280,53 @@ impl ContinuityError {
     }
 }
 
+/// `ErrorInfo.metadata` key: the HTTP status CogniRelay answers with (decimal).
+pub const HTTP_STATUS_KEY: &str = noema_core::error::ORIGINAL_STATUS_KEY;
+/// `ErrorInfo.metadata` key: CogniRelay's exact JSON error body.
+pub const BODY_KEY: &str = noema_core::error::ORIGINAL_BODY_KEY;
+
 impl ServiceError for ContinuityError {
     fn code(&self) -> ErrorCode {
         match self {
             // FailedPrecondition is the code that travels as HTTP 422.
             ContinuityError::Validation(_) => ErrorCode::FailedPrecondition,
             ContinuityError::Invalid(_) => ErrorCode::InvalidArgument,
+            ContinuityError::Forbidden { .. } => ErrorCode::PermissionDenied,
             ContinuityError::NotFound(_) => ErrorCode::NotFound,
-            ContinuityError::Conflict { .. } => ErrorCode::AlreadyExists,
+            ContinuityError::Conflict { .. }
+            | ContinuityError::LockTimeout { .. }
+            | ContinuityError::IdempotencyConflict(_) => ErrorCode::AlreadyExists,
             ContinuityError::Unhandled { .. } => ErrorCode::Internal,
         }
     }
 
-    /// The 422 list travels whole (`detail`, the FastAPI JSON) so the gateway can send it
-    /// byte for byte; a 409 says which conflict it is.
-    fn metadata(&self) -> Vec<(&'static str, String)> {
+    fn reason(&self) -> Reason {
         match self {
-            ContinuityError::Validation(errors) => vec![("detail", to_py_json(errors))],
-            ContinuityError::Conflict { kind, .. } => vec![("conflict", kind.as_str().to_owned())],
-            ContinuityError::Unhandled { code, .. } => vec![("exception", code.clone())],
-            _ => Vec::new(),
+            ContinuityError::Validation(_) => Reason::RequestModelInvalid,
+            ContinuityError::Conflict {
+                kind: ConflictKind::Stale,
+                ..
+            } => Reason::StaleWrite,
+            ContinuityError::Conflict {
+                kind: ConflictKind::SameTimestamp,
+                ..
+            } => Reason::TimestampConflict,
+            ContinuityError::LockTimeout { .. } => Reason::LockTimeout,
+            ContinuityError::IdempotencyConflict(_) => Reason::IdempotencyKeyReused,
+            ContinuityError::Forbidden {
+                namespace: true, ..
+            } => Reason::NamespaceDenied,
+            other => Reason::generic(other.code()),
         }
+    }
+
+    /// The original's status and body travel whole, so a REST front sends them byte for
+    /// byte without reading the message.
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (HTTP_STATUS_KEY, self.http_status().to_string()),
+            (BODY_KEY, to_py_json(&self.body())),
+        ]
     }
 
     fn public_message(&self) -> String {

@@ -179,6 +179,12 @@ impl From<usize> for Json {
     }
 }
 
+impl From<u64> for Json {
+    fn from(n: u64) -> Json {
+        Json::Number(n.into())
+    }
+}
+
 impl From<bool> for Json {
     fn from(b: bool) -> Json {
         Json::Bool(b)

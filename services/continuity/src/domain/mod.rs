@@ -26,11 +26,18 @@
 //! | §8 list rows, filters, §8.1 salience | [`listing`] |
 //! | §9 compare, revalidate | [`verify`] |
 //! | §9 retention plan window, refresh plan, envelope loading | [`plans`] |
-//! | §13–§16 | scopes, tenancy and the original's gaps belong to the operations layer |
+//! | §2, §9 cold payload (exact gzip), cold stub render/parse, rehydrated envelope | [`cold`] |
+//! | §9 archive/delete responses, retention apply statuses | [`tiers`] |
+//! | backup create / restore-test counts and validation | [`artifacts`] |
+//! | §13 scopes, namespaces; tenancy; §16's collection/single-item fix | [`access`] |
+//! | history: revisions chained by content id (Noema's addition) | [`revision`] |
 //!
 //! Where the digest and the original's code differ, the code is followed (digest §15); each
 //! place says so where it matters.
 
+pub mod access;
+pub mod artifacts;
+pub mod cold;
 pub mod error;
 pub mod json;
 pub mod lifecycle;
@@ -41,10 +48,12 @@ pub mod patch;
 pub mod plans;
 pub mod read;
 pub mod request;
+pub mod revision;
 pub mod schema;
 pub mod stored;
 pub mod subject;
 pub mod text;
+pub mod tiers;
 pub mod timestamp;
 pub mod trust;
 pub mod upsert;

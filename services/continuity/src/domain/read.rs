@@ -29,6 +29,9 @@ pub struct ReadOutcome {
     pub recovery_warnings: Vec<String>,
 }
 
+/// A capsule as loaded for a read, with its recovery warnings, or why it could not be.
+pub type Loaded = Result<(Capsule, Vec<String>), ContinuityError>;
+
 /// Resolves a read from the stored active capsule and (when allowed) the fallback snapshot's
 /// bytes; `None` means the artifact does not exist.
 pub fn resolve_read(
@@ -36,14 +39,35 @@ pub fn resolve_read(
     active: Option<&StoredCapsule>,
     fallback: Option<&[u8]>,
 ) -> Result<ReadOutcome, ContinuityError> {
+    let expected = Some((request.subject_kind, request.subject_id.as_str()));
+    let active = active.map(|stored| stored.load_for_read(expected));
+    resolve_loaded(request, active, || {
+        fallback.map(|bytes| {
+            load_fallback_envelope(bytes).and_then(|envelope| {
+                let raw = envelope.capsule.to_value();
+                load_capsule_value(
+                    &raw,
+                    expected,
+                    "Continuity fallback snapshot subject does not match requested subject",
+                )
+                .map(|(capsule, _)| (capsule, envelope.warnings))
+            })
+        })
+    })
+}
+
+/// The read's resolution over capsules already loaded (`None`: the artifact does not
+/// exist); `fallback` is asked only when the active capsule cannot be used.
+pub fn resolve_loaded(
+    request: &ReadRequest,
+    active: Option<Loaded>,
+    fallback: impl FnOnce() -> Option<Loaded>,
+) -> Result<ReadOutcome, ContinuityError> {
     let subject = SubjectKey::new(request.subject_kind, &request.subject_id)?;
     let path = subject.active_path();
-    let expected = Some((request.subject_kind, request.subject_id.as_str()));
     let mut warnings = Vec::new();
-    let active_result = match active {
-        None => Err(ContinuityError::not_found("Continuity capsule not found")),
-        Some(stored) => stored.load_for_read(expected),
-    };
+    let active_result =
+        active.unwrap_or_else(|| Err(ContinuityError::not_found("Continuity capsule not found")));
     let error = match active_result {
         Ok((capsule, rd_warnings)) => {
             warnings.extend(rd_warnings);
@@ -67,18 +91,11 @@ pub fn resolve_read(
     if !request.allow_fallback {
         return Err(error);
     }
-    let loaded = fallback
-        .ok_or_else(|| ContinuityError::not_found("Continuity fallback snapshot not found"))
-        .and_then(load_fallback_envelope)
-        .and_then(|envelope| {
-            let raw = envelope.capsule.to_value();
-            load_capsule_value(
-                &raw,
-                expected,
-                "Continuity fallback snapshot subject does not match requested subject",
-            )
-            .map(|(capsule, _)| (capsule, envelope.warnings))
-        });
+    let loaded = fallback().unwrap_or_else(|| {
+        Err(ContinuityError::not_found(
+            "Continuity fallback snapshot not found",
+        ))
+    });
     match loaded {
         Ok((capsule, rd_warnings)) => {
             warnings.push("continuity_fallback_used".to_owned());

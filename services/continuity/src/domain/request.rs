@@ -54,6 +54,74 @@ const SUPERSEDED_BY: Ty = Ty::Nullable(&Ty::Str {
 /// `lifecycle_transition` / `transition` values.
 pub const TRANSITIONS: &[&str] = &["suspend", "resume", "conclude", "supersede"];
 
+/// The request body as JSON, or FastAPI's 422 `json_invalid` when it is not JSON (`loc`
+/// names the byte offset of the error; the original's decoder words `ctx.error` its own way).
+pub fn parse_body(bytes: &[u8]) -> Result<Json, ContinuityError> {
+    // FastAPI reads no body at all from an empty one: the required body is missing.
+    if bytes.is_empty() {
+        return Err(ContinuityError::Validation(vec![
+            super::error::FieldError {
+                kind: "missing",
+                loc: super::error::Loc::body(),
+                msg: "Field required".to_owned(),
+                input: Json::Null,
+                ctx: Vec::new(),
+            },
+        ]));
+    }
+    Json::parse(bytes).map_err(|err| {
+        let offset = bytes
+            .split(|b| *b == b'\n')
+            .take(err.line().saturating_sub(1))
+            .map(|line| line.len() + 1)
+            .sum::<usize>()
+            + err.column().saturating_sub(1);
+        ContinuityError::Validation(vec![super::error::FieldError {
+            kind: "json_invalid",
+            loc: super::error::Loc::body().index(offset),
+            msg: "JSON decode error".to_owned(),
+            input: Json::Object(super::json::JsonObject::new()),
+            ctx: vec![(
+                "error",
+                Json::String(python_json_error(&err, bytes.get(offset)).to_owned()),
+            )],
+        }])
+    })
+}
+
+/// What Python's `json` module (3.12) says for the failure serde_json found, as FastAPI puts
+/// it into `ctx.error`.
+/// `at` is the byte where serde_json stopped (after a trailing comma: the closing bracket).
+fn python_json_error(err: &serde_json::Error, at: Option<&u8>) -> &'static str {
+    let text = err.to_string();
+    let says = |prefix: &str| text.starts_with(prefix);
+    if says("key must be a string") || (says("trailing comma") && at == Some(&b'}')) {
+        "Expecting property name enclosed in double quotes"
+    } else if says("expected `:`") {
+        "Expecting ':' delimiter"
+    } else if says("expected `,` or")
+        || says("EOF while parsing an object")
+        || says("EOF while parsing a list")
+    {
+        "Expecting ',' delimiter"
+    } else if says("EOF while parsing a string") {
+        "Unterminated string starting at"
+    } else if says("control character") {
+        "Invalid control character at"
+    } else if says("invalid escape") {
+        "Invalid \\escape"
+    } else if says("invalid unicode code point")
+        || says("lone leading surrogate")
+        || says("unexpected end of hex escape")
+    {
+        "Invalid \\uXXXX escape"
+    } else if says("trailing characters") {
+        "Extra data"
+    } else {
+        "Expecting value"
+    }
+}
+
 fn parse<T: serde::de::DeserializeOwned>(
     model: &'static Model,
     body: &Json,
@@ -854,5 +922,41 @@ pub struct RevalidateRequest {
 impl RevalidateRequest {
     pub fn from_json(body: &Json) -> Result<RevalidateRequest, ContinuityError> {
         parse(&REVALIDATE_REQUEST, body)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod json_error_tests {
+    use super::*;
+
+    fn said(body: &str) -> String {
+        let ContinuityError::Validation(errors) = parse_body(body.as_bytes()).unwrap_err() else {
+            panic!("not a validation error");
+        };
+        format!("{} {:?}", errors[0].loc.dotted(), errors[0].ctx[0].1)
+    }
+
+    /// Python 3.12's `json` messages, as CogniRelay 1.4.15 answered these bodies.
+    #[test]
+    fn json_decode_errors_are_worded_as_pythons() {
+        assert_eq!(
+            said("{bad"),
+            "body.1 String(\"Expecting property name enclosed in double quotes\")"
+        );
+        assert_eq!(said("[1,]"), "body.3 String(\"Expecting value\")");
+        assert_eq!(
+            said("{\"a\":1,}"),
+            "body.7 String(\"Expecting property name enclosed in double quotes\")"
+        );
+        assert_eq!(
+            said("{\"a\" 1}"),
+            "body.5 String(\"Expecting ':' delimiter\")"
+        );
+        assert_eq!(
+            said("{\"a\":1 \"b\""),
+            "body.7 String(\"Expecting ',' delimiter\")"
+        );
+        assert_eq!(said("{} x"), "body.3 String(\"Extra data\")");
     }
 }

@@ -1,8 +1,15 @@
 //! CogniRelay's error body: FastAPI's `{"detail": …}` plus `error` and `code`. FastAPI
 //! answers a body it cannot parse with 422 (its request validation error), which Noema
 //! reports as a failed precondition.
+//!
+//! A service that reproduces CogniRelay's refusals exactly (continuity: pydantic's 422 lists
+//! echoing the input in its key order, object details of lock timeouts) sends the original
+//! status and body in the failure's metadata; those are answered byte for byte.
 
 use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use noema_core::error::{ORIGINAL_BODY_KEY, ORIGINAL_STATUS_KEY};
 use noema_core::{ErrorCode, Failure, Reason};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -16,6 +23,29 @@ pub struct CogniRelayError {
     pub detail: String,
     /// The same text, as Noema's other routes name it.
     pub error: String,
+}
+
+/// The response for `failure`: the original's own status and body when the service sent
+/// them, else [`render`]'s body.
+pub fn response(failure: &Failure) -> Response {
+    let original = failure.metadata_value(ORIGINAL_BODY_KEY).zip(
+        failure
+            .metadata_value(ORIGINAL_STATUS_KEY)
+            .and_then(|s| s.parse::<u16>().ok())
+            .and_then(|s| StatusCode::from_u16(s).ok()),
+    );
+    match original {
+        Some((body, status)) => (
+            status,
+            [(CONTENT_TYPE, "application/json")],
+            body.to_owned(),
+        )
+            .into_response(),
+        None => {
+            let (status, body) = render(failure);
+            (status, crate::go_json::GoJson(body)).into_response()
+        }
+    }
 }
 
 pub fn render(failure: &Failure) -> (StatusCode, CogniRelayError) {
@@ -34,6 +64,7 @@ pub fn render(failure: &Failure) -> (StatusCode, CogniRelayError) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use noema_core::{ErrorCode, Failure};
 
@@ -64,5 +95,23 @@ mod tests {
         );
         let bad_time = ApiError::invalid("expires_at must be an RFC 3339 timestamp").0;
         assert_eq!(rendered(ErrorStyle::CogniRelay, &bad_time).0, 400);
+    }
+
+    #[tokio::test]
+    async fn the_services_original_body_is_sent_as_it_is() {
+        let body = r#"{"detail":[{"type":"missing","loc":["body","capsule"],"msg":"Field required","input":{"b":1,"a":2.0}}]}"#;
+        let failure = Failure::new(ErrorCode::FailedPrecondition, "request validation failed")
+            .with_metadata(noema_core::error::ORIGINAL_STATUS_KEY, "422")
+            .with_metadata(noema_core::error::ORIGINAL_BODY_KEY, body);
+        let response = ErrorStyle::CogniRelay.render(&failure);
+        assert_eq!(response.status().as_u16(), 422);
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(bytes, body.as_bytes());
+        // Without the original's body, the generic shape.
+        let plain = Failure::new(ErrorCode::NotFound, "no such thing");
+        let response = ErrorStyle::CogniRelay.render(&plain);
+        assert_eq!(response.status().as_u16(), 404);
     }
 }

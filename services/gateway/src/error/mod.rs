@@ -49,7 +49,7 @@ impl ErrorStyle {
             ErrorStyle::Noema => json(noema::render(failure)),
             ErrorStyle::OpenCognition => json(open_cognition::render(failure)),
             ErrorStyle::MoltNet => json(moltnet::render(failure)),
-            ErrorStyle::CogniRelay => json(cognirelay::render(failure)),
+            ErrorStyle::CogniRelay => cognirelay::response(failure),
         };
         if let Some(delay) = failure.retry_after {
             response

@@ -2,6 +2,7 @@
 //! once (`crate::route`).
 
 pub mod chain;
+pub mod continuity;
 pub mod diaries;
 pub mod entries;
 pub mod identity;

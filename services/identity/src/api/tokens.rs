@@ -41,6 +41,7 @@ fn principal_to_proto(p: &Principal) -> pb::Principal {
         write_namespaces: p.write_namespaces.clone(),
         superuser: p.superuser,
         expires_at: None,
+        tenant: p.tenant.clone(),
     }
 }
 

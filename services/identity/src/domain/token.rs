@@ -85,6 +85,7 @@ impl TokenRecord {
                 write_namespaces: self.write_namespaces.clone(),
                 superuser: self.superuser
                     || self.scopes.iter().any(|s| s == scopes::SUPERUSER_SCOPE),
+                tenant: self.peer_id.clone(),
             }),
         }
     }

@@ -26,6 +26,10 @@ pub enum BenchCommand {
     /// Canonical put (1 KiB payloads), signed reference put and canonical get, over gRPC
     /// and REST.
     Ledger(BenchArgs),
+    /// Continuity capsules over gRPC: upserts (distinct subjects; 8 hot subjects with
+    /// conflicts counted apart), reads with trust signals, lists of 1,000 capsules sorted by
+    /// salience.
+    Continuity(super::bench_continuity::ContinuityBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -235,36 +239,72 @@ async fn run_phase(
     duration: Duration,
     server_pid: Option<u32>,
 ) -> Value {
+    let mut row = measure(concurrency, duration, server_pid, move || {
+        let target = Arc::clone(&target);
+        async move { target.one(op, transport).await.map(|()| Attempt::Done) }
+    })
+    .await;
+    if let Value::Object(map) = &mut row {
+        map.insert("op".into(), Value::from(name(&op)));
+        map.insert("transport".into(), Value::from(name(&transport)));
+        map.remove("conflicts");
+    }
+    row
+}
+
+/// How one operation of a phase ended, when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// It did what it was asked.
+    Done,
+    /// A clean conflict (a concurrent writer won): counted apart, not as an operation.
+    Conflict,
+}
+
+/// Runs `one` from `concurrency` workers for `duration` and reports throughput and latency
+/// of the operations that were done, conflicts and errors apart, and CPU per operation.
+pub(crate) async fn measure<F, Fut>(
+    concurrency: usize,
+    duration: Duration,
+    server_pid: Option<u32>,
+    one: F,
+) -> Value
+where
+    F: Fn() -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Attempt, String>> + Send,
+{
     let server_cpu_before = server_pid.and_then(|pid| cpu_seconds(&pid.to_string()));
     let bench_cpu_before = cpu_seconds("self");
     let deadline = Instant::now() + duration;
     let mut workers = Vec::new();
     for _ in 0..concurrency {
-        let target = Arc::clone(&target);
+        let one = one.clone();
         workers.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
-            let mut errors = 0u64;
+            let (mut errors, mut conflicts) = (0u64, 0u64);
             let mut first_error = None;
             while Instant::now() < deadline {
                 let started = Instant::now();
-                match target.one(op, transport).await {
-                    Ok(()) => latencies
+                match one().await {
+                    Ok(Attempt::Done) => latencies
                         .push(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)),
+                    Ok(Attempt::Conflict) => conflicts += 1,
                     Err(e) => {
                         errors += 1;
                         first_error.get_or_insert(e);
                     }
                 }
             }
-            (latencies, errors, first_error)
+            (latencies, errors, conflicts, first_error)
         }));
     }
     let started = Instant::now();
-    let (mut all, mut errors, mut first_error) = (Vec::new(), 0u64, None);
+    let (mut all, mut errors, mut conflicts, mut first_error) = (Vec::new(), 0u64, 0u64, None);
     for worker in workers {
-        if let Ok((latencies, e, first)) = worker.await {
+        if let Ok((latencies, e, c, first)) = worker.await {
             all.extend(latencies);
             errors += e;
+            conflicts += c;
             if first_error.is_none() {
                 first_error = first;
             }
@@ -282,7 +322,7 @@ async fn run_phase(
     #[allow(clippy::cast_precision_loss)]
     let throughput = all.len() as f64 / elapsed;
     json!({
-        "op": name(&op), "transport": name(&transport), "ops": all.len(), "errors": errors,
+        "ops": all.len(), "errors": errors, "conflicts": conflicts,
         "first_error": first_error,
         "throughput_per_sec": (throughput * 10.0).round() / 10.0,
         "p50_ms": percentile(&all, 0.50), "p99_ms": percentile(&all, 0.99),
@@ -305,7 +345,7 @@ fn cpu_seconds(pid: &str) -> Option<f64> {
 }
 
 /// Peak resident memory of `pid` in MB, from /proc (Linux).
-fn peak_rss_mb(pid: u32) -> Option<f64> {
+pub(crate) fn peak_rss_mb(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -313,7 +353,10 @@ fn peak_rss_mb(pid: u32) -> Option<f64> {
 }
 
 pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
-    let BenchCommand::Ledger(args) = command;
+    let args = match command {
+        BenchCommand::Ledger(args) => args,
+        BenchCommand::Continuity(args) => return super::bench_continuity::bench(args).await,
+    };
     let noema = args.client.connect().await?;
     let mut seed = [0u8; 8];
     getrandom::fill(&mut seed).map_err(|e| CommandError::Usage(e.to_string()))?;

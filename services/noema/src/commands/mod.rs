@@ -2,7 +2,9 @@
 //! runtime would, through noema-client.
 
 pub mod bench;
+pub mod bench_continuity;
 pub mod connect;
+pub mod continuity;
 pub mod diary;
 pub mod ledger;
 

@@ -1,0 +1,344 @@
+//! gRPC adapter: proto ⇄ the operations layer, nothing else. CogniRelay's documents cross as
+//! JSON bytes (see the contract), so this layer names the caller and its tenant, hands the
+//! bytes on and wraps the answer.
+
+use std::sync::Arc;
+
+use noema_core::scopes::TENANT_METADATA;
+use noema_proto::common::v1 as common;
+use noema_proto::continuity::v1 as pb;
+use noema_proto::continuity::v1::continuity_service_server::ContinuityService;
+use noema_runtime::auth::principal;
+use noema_runtime::convert::{list_audit, page_size, timestamp};
+use tonic::{Request, Response, Status};
+
+use crate::domain::access::Caller;
+use crate::domain::artifacts::Tier;
+use crate::error::Error;
+use crate::ops::{Continuity, Written};
+
+#[derive(Clone)]
+pub struct ContinuityApi {
+    continuity: Arc<Continuity>,
+}
+
+impl ContinuityApi {
+    pub fn new(continuity: Arc<Continuity>) -> Self {
+        ContinuityApi { continuity }
+    }
+}
+
+/// The caller of a request: its principal, acting in its own tenant or (a superuser) in the
+/// one `x-noema-tenant` names.
+fn caller<T>(request: &Request<T>) -> Result<Caller, Status> {
+    let principal = principal(request)?.clone();
+    let named = match request.metadata().get(TENANT_METADATA) {
+        Some(value) => Some(value.to_str().map_err(|_| {
+            Error::InvalidArgument(format!("{TENANT_METADATA} is not a valid tenant name"))
+        })?),
+        None => None,
+    };
+    Caller::resolve(principal, named).map_err(|e| Status::from(Error::from(e)))
+}
+
+fn written(w: Written) -> pb::WriteResponse {
+    pb::WriteResponse {
+        body: w.body,
+        subject_kind: w.subject_kind,
+        subject_id: w.subject_id,
+        revision_id: w.revision_id,
+        capsule_sha256: w.capsule_sha256,
+        written: w.written,
+        replayed: w.replayed,
+    }
+}
+
+fn json(body: Vec<u8>) -> Response<pb::JsonResponse> {
+    Response::new(pb::JsonResponse { body })
+}
+
+#[tonic::async_trait]
+impl ContinuityService for ContinuityApi {
+    async fn upsert(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let caller = caller(&request)?;
+        let answer = self
+            .continuity
+            .upsert(&caller, &request.get_ref().body)
+            .await?;
+        Ok(Response::new(written(answer)))
+    }
+
+    async fn patch(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let caller = caller(&request)?;
+        let answer = self
+            .continuity
+            .patch(&caller, &request.get_ref().body)
+            .await?;
+        Ok(Response::new(written(answer)))
+    }
+
+    async fn lifecycle(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let caller = caller(&request)?;
+        let answer = self
+            .continuity
+            .lifecycle(&caller, &request.get_ref().body)
+            .await?;
+        Ok(Response::new(written(answer)))
+    }
+
+    async fn revalidate(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let caller = caller(&request)?;
+        let answer = self
+            .continuity
+            .revalidate(&caller, &request.get_ref().body)
+            .await?;
+        Ok(Response::new(written(answer)))
+    }
+
+    async fn archive(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .archive(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn delete(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .delete(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn read(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::ReadResponse>, Status> {
+        let caller = caller(&request)?;
+        let answer = self
+            .continuity
+            .read(&caller, &request.get_ref().body)
+            .await?;
+        Ok(Response::new(pb::ReadResponse {
+            body: answer.body,
+            source_state: answer.source_state.to_owned(),
+            revision_id: answer.revision_id,
+            capsule_sha256: answer.capsule_sha256,
+        }))
+    }
+
+    async fn list(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .list(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn compare(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .compare(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn refresh_plan(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .refresh_plan(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn retention_plan(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .retention_plan(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn history(
+        &self,
+        request: Request<pb::HistoryRequest>,
+    ) -> Result<Response<pb::HistoryResponse>, Status> {
+        let caller = caller(&request)?;
+        let r = request.get_ref();
+        let page = r.page.clone().unwrap_or_default();
+        let before = if page.page_token.is_empty() {
+            None
+        } else {
+            Some(page.page_token.parse::<i64>().map_err(|_| {
+                Error::InvalidArgument(
+                    "page_token is not a token returned by a previous History call".to_owned(),
+                )
+            })?)
+        };
+        let history = self
+            .continuity
+            .history(
+                &caller,
+                &r.subject_kind,
+                &r.subject_id,
+                before,
+                page_size(page.page_size),
+            )
+            .await?;
+        let revisions = history
+            .revisions
+            .into_iter()
+            .map(|h| pb::Revision {
+                revision_id: h.revision_id,
+                previous_revision_id: h.previous_id,
+                sequence: u64::try_from(h.sequence).unwrap_or_default(),
+                capsule_sha256: h.capsule_sha256,
+                operation: h.operation,
+                actor: h.actor,
+                recorded_at: Some(timestamp(h.recorded_at)),
+                capsule: if r.include_capsules {
+                    h.capsule
+                } else {
+                    Vec::new()
+                },
+            })
+            .collect();
+        Ok(Response::new(pb::HistoryResponse {
+            revisions,
+            page: Some(common::PageResponse {
+                next_page_token: history.next.map(|n| n.to_string()).unwrap_or_default(),
+            }),
+            chain_intact: history.chain_intact,
+        }))
+    }
+
+    async fn cold_store(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .cold_store(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn cold_rehydrate(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .cold_rehydrate(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn retention_apply(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .retention_apply(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn check_artifacts(
+        &self,
+        request: Request<pb::CheckArtifactsRequest>,
+    ) -> Result<Response<pb::CheckArtifactsResponse>, Status> {
+        let caller = caller(&request)?;
+        let check = self
+            .continuity
+            .check_artifacts(&caller, request.get_ref().all_tenants)
+            .await?;
+        let tiers = Tier::ALL
+            .into_iter()
+            .map(|tier| {
+                let (total, invalid) = check.report.count(tier);
+                pb::TierCount {
+                    tier: tier.as_str().to_owned(),
+                    total,
+                    valid: total - invalid,
+                    invalid,
+                }
+            })
+            .collect();
+        let invalid = check
+            .report
+            .invalid
+            .iter()
+            .map(|i| pb::InvalidArtifact {
+                tenant: i.tenant.clone(),
+                tier: i.tier.as_str().to_owned(),
+                path: i.path.clone(),
+                reason: i.reason.clone(),
+            })
+            .collect();
+        Ok(Response::new(pb::CheckArtifactsResponse {
+            tiers,
+            invalid,
+            ok: check.report.ok(),
+            body: check.body,
+        }))
+    }
+
+    async fn list_audit(
+        &self,
+        request: Request<common::ListAuditRequest>,
+    ) -> Result<Response<common::ListAuditResponse>, Status> {
+        // The log spans every tenant: only a superuser reads it.
+        if !caller(&request)?.principal.superuser {
+            return Err(
+                Error::from(crate::domain::error::ContinuityError::missing_scope(
+                    "admin:peers",
+                ))
+                .into(),
+            );
+        }
+        let response = list_audit(self.continuity.store().database(), request.into_inner()).await?;
+        Ok(Response::new(response))
+    }
+}

@@ -1,0 +1,165 @@
+//! Continuity's use cases: each loads what its rule needs through the store, asks the
+//! domain, and hands the store the write (which lands in one audited transaction, or is
+//! refused because a concurrent writer moved the state first, and then the rule runs again
+//! on the new state). One file per aggregate: capsule writes, reads, tiers (archive,
+//! delete), plans, the cold tier and its jobs, the backup drill.
+
+mod artifacts;
+mod capsules;
+mod cold;
+mod plans;
+mod reads;
+mod tiers;
+
+use std::sync::Arc;
+
+use noema_core::audit::AuditDraft;
+use noema_store::ObjectStore;
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::domain::access::Caller;
+use crate::domain::error::ContinuityError;
+use crate::domain::json::Json;
+use crate::domain::model::Capsule;
+use crate::domain::read::Loaded;
+use crate::domain::stored::StoredCapsule;
+use crate::domain::subject::{SubjectKey, normalize_subject_id};
+use crate::store::ContinuityStore;
+
+pub use artifacts::ArtifactCheck;
+pub use capsules::Written;
+pub use reads::{History, ReadAnswer};
+
+/// How many times a write re-reads and re-applies its rule when concurrent writers move the
+/// subject first, before it answers the original's lock-timeout 409.
+pub const WRITE_ATTEMPTS: u32 = 12;
+/// Parsed capsules kept in memory, by revision id (revisions never change).
+const CACHED_CAPSULES: usize = 8192;
+
+/// Service settings (the `[continuity]` section).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Options {
+    /// Archives older than this many days are `archive_stale` (the original's
+    /// `COGNIRELAY_CONTINUITY_RETENTION_ARCHIVE_DAYS`).
+    pub retention_archive_days: i64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            retention_archive_days: crate::domain::listing::RETENTION_ARCHIVE_DAYS,
+        }
+    }
+}
+
+pub struct Continuity {
+    store: ContinuityStore,
+    objects: Arc<dyn ObjectStore>,
+    options: Options,
+    /// Each revision's capsule as the read path loads it. Revisions are immutable, so an
+    /// entry is never stale.
+    capsules: quick_cache::sync::Cache<String, Arc<Loaded>>,
+}
+
+impl Continuity {
+    pub fn new(store: ContinuityStore, objects: Arc<dyn ObjectStore>, options: Options) -> Self {
+        Continuity {
+            store,
+            objects,
+            options,
+            capsules: quick_cache::sync::Cache::new(CACHED_CAPSULES),
+        }
+    }
+
+    pub fn store(&self) -> &ContinuityStore {
+        &self.store
+    }
+
+    /// A revision's capsule loaded for reading (legacy upgrade, related_documents
+    /// sanitised, model validated), from the cache when it was loaded before.
+    fn load(&self, revision_id: &str, bytes: &[u8]) -> Arc<Loaded> {
+        if let Some(loaded) = self.capsules.get(revision_id) {
+            return loaded;
+        }
+        let loaded = Arc::new(StoredCapsule::new(bytes).load_for_read(None));
+        self.capsules
+            .insert(revision_id.to_owned(), Arc::clone(&loaded));
+        loaded
+    }
+
+    /// [`Continuity::load`] with the read path's subject check.
+    fn load_as(
+        &self,
+        revision_id: &str,
+        bytes: &[u8],
+        kind: crate::domain::model::SubjectKind,
+        subject_id: &str,
+        mismatch: &str,
+    ) -> Loaded {
+        let loaded = self.load(revision_id, bytes);
+        match loaded.as_ref() {
+            Ok((capsule, warnings)) => {
+                let same = capsule.subject_kind == kind
+                    && normalize_subject_id(&capsule.subject_id).ok()
+                        == normalize_subject_id(subject_id).ok();
+                if same {
+                    Ok((capsule.clone(), warnings.clone()))
+                } else {
+                    Err(ContinuityError::invalid(mismatch))
+                }
+            }
+            Err(err) => Err(err.clone()),
+        }
+    }
+
+    /// A loaded capsule for summaries (list, plans), `None` if it does not load.
+    fn capsule(&self, revision_id: &str, bytes: &[u8]) -> Option<Capsule> {
+        self.load(revision_id, bytes)
+            .as_ref()
+            .as_ref()
+            .ok()
+            .map(|(capsule, _)| capsule.clone())
+    }
+}
+
+/// The current time, as every rule sees it.
+fn now() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
+}
+
+/// A JSON body as the original writes it (compact, its key order, Python float forms).
+fn bytes_of(body: &Json) -> Vec<u8> {
+    crate::domain::json::to_py_json(body).into_bytes()
+}
+
+/// The audit entry of a continuity write. The tenant is part of the target; a tenant named
+/// explicitly by a superuser is recorded as such.
+fn audit(caller: &Caller, action: &str, target: &str, mut detail: Value) -> AuditDraft {
+    if let Value::Object(map) = &mut detail {
+        map.insert("tenant".into(), Value::from(caller.tenant.as_str()));
+        if caller.named_tenant {
+            map.insert("tenant_named_by".into(), Value::from(caller.peer_id()));
+        }
+        map.insert(
+            "token_id".into(),
+            Value::from(caller.principal.token_id.as_str()),
+        );
+    }
+    AuditDraft {
+        actor: caller.peer_id().to_owned(),
+        action: format!("continuity.{action}"),
+        target_id: Some(format!("{}:{target}", caller.tenant)),
+        target_type: Some("continuity".into()),
+        detail: Some(detail),
+    }
+}
+
+/// The subject a request names (400 when its id normalises to nothing).
+fn subject_of(
+    kind: crate::domain::model::SubjectKind,
+    subject_id: &str,
+) -> Result<SubjectKey, ContinuityError> {
+    SubjectKey::new(kind, subject_id)
+}

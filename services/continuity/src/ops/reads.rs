@@ -1,0 +1,311 @@
+//! Reads: read (with fallback and the startup view), list, compare and history. Each reads
+//! only the caller's tenant.
+
+use super::{Continuity, bytes_of, now, subject_of};
+use crate::domain::access::{Caller, READ};
+use crate::domain::cold::parse_cold_stub;
+use crate::domain::listing::{ListRow, list_response};
+use crate::domain::model::{SubjectKind, SubjectKind as Kind};
+use crate::domain::plans::load_archive_envelope;
+use crate::domain::read::{
+    ReadOutcome, StartupExtras, empty_graph_summary, empty_schedule_context,
+    graph_anchor_not_supported, read_response, resolve_loaded,
+};
+use crate::domain::request::{CompareRequest, ListRequest, ReadRequest, parse_body};
+use crate::domain::revision::{StoredRevision, chain_intact};
+use crate::domain::stored::StoredCapsule;
+use crate::domain::subject::{CONTINUITY_DIR, SubjectKey, cold_stub_path};
+use crate::domain::trust::SourceState;
+use crate::domain::verify::compare;
+use crate::error::Error;
+use crate::store::{ContinuityStore, HistoryRow};
+
+/// The original's upcoming window of the startup view's schedule context (hours).
+const SCHEDULE_UPCOMING_WINDOW_HOURS: i64 = 72;
+
+/// What a read answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadAnswer {
+    pub body: Vec<u8>,
+    pub source_state: &'static str,
+    pub revision_id: String,
+    pub capsule_sha256: String,
+}
+
+/// A page of a subject's history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct History {
+    pub revisions: Vec<HistoryRow>,
+    /// Where the next page starts (a sequence), if there is one.
+    pub next: Option<i64>,
+    pub chain_intact: bool,
+}
+
+fn startup_extras(kind: SubjectKind) -> StartupExtras {
+    let graph_summary = match kind {
+        Kind::User | Kind::Peer => graph_anchor_not_supported(kind),
+        // The thread/task graph is derived by the retrieval work (issue 16).
+        Kind::Thread | Kind::Task => empty_graph_summary(None),
+    };
+    StartupExtras {
+        graph_summary,
+        schedule_context: empty_schedule_context(SCHEDULE_UPCOMING_WINDOW_HOURS, Vec::new()),
+    }
+}
+
+impl Continuity {
+    /// `POST /v1/continuity/read`.
+    #[tracing::instrument(skip_all, fields(tenant = %caller.tenant))]
+    pub async fn read(&self, caller: &Caller, body: &[u8]) -> Result<ReadAnswer, Error> {
+        let request = ReadRequest::from_json(&parse_body(body)?)?;
+        caller.require(READ)?;
+        let subject = subject_of(request.subject_kind, &request.subject_id)?;
+        caller.require_read_path(&subject.active_path())?;
+        let row = self.store.subject(&caller.tenant, &subject).await?;
+        let at = now();
+        let active = row.as_ref().and_then(|r| r.active.as_ref()).map(|a| {
+            self.load_as(
+                &a.revision_id,
+                &a.capsule,
+                request.subject_kind,
+                &request.subject_id,
+                "Continuity capsule subject does not match requested subject",
+            )
+        });
+        let fallback_ref = row.as_ref().and_then(|r| r.fallback.clone());
+        let fallback = match (&active, &fallback_ref, request.allow_fallback) {
+            (Some(Ok(_)), _, _) | (_, None, _) | (_, _, false) => None,
+            (_, Some((sequence, _)), true) => {
+                caller.require_read_path(&subject.fallback_path())?;
+                self.store
+                    .revision(&caller.tenant, &subject, *sequence)
+                    .await?
+            }
+        };
+        let outcome: ReadOutcome = resolve_loaded(&request, active, || {
+            fallback.as_ref().map(|f| {
+                self.load_as(
+                    &f.revision_id,
+                    &f.capsule,
+                    request.subject_kind,
+                    &request.subject_id,
+                    "Continuity fallback snapshot subject does not match requested subject",
+                )
+            })
+        })?;
+        let (revision_id, capsule_sha256) = match outcome.source_state {
+            SourceState::Active => row
+                .as_ref()
+                .and_then(|r| r.active.as_ref())
+                .map(|a| {
+                    (
+                        a.revision_id.clone(),
+                        noema_core::content_id::sha256_hex(&a.capsule),
+                    )
+                })
+                .unwrap_or_default(),
+            SourceState::Fallback => fallback
+                .as_ref()
+                .map(|f| {
+                    (
+                        f.revision_id.clone(),
+                        noema_core::content_id::sha256_hex(&f.capsule),
+                    )
+                })
+                .unwrap_or_default(),
+            _ => Default::default(),
+        };
+        let startup = request
+            .startup_view()
+            .then(|| startup_extras(request.subject_kind));
+        let body = bytes_of(&read_response(&outcome, at, startup));
+        if let Some(row) = &row
+            && ContinuityStore::needs_touch(row.used_at, at.unix_timestamp())
+        {
+            self.mark_used(&caller.tenant, &subject, at.unix_timestamp());
+        }
+        Ok(ReadAnswer {
+            body,
+            source_state: outcome.source_state.as_str(),
+            revision_id,
+            capsule_sha256,
+        })
+    }
+
+    /// Records the subject's use for the refresh plan, off the read's path.
+    fn mark_used(&self, tenant: &str, subject: &SubjectKey, at: i64) {
+        let store = self.store.clone();
+        let (tenant, subject) = (tenant.to_owned(), subject.clone());
+        tokio::spawn(async move {
+            if let Err(err) = store.touch_used(&tenant, &subject, at).await {
+                tracing::debug!(error = %noema_core::ErrorChain(&err), "could not record a capsule's use");
+            }
+        });
+    }
+
+    /// `POST /v1/continuity/list`: the caller's tenant only. Unlike the original, a token
+    /// without read access to `memory/continuity` is refused (403) rather than shown an
+    /// empty list.
+    #[tracing::instrument(skip_all, fields(tenant = %caller.tenant))]
+    pub async fn list(&self, caller: &Caller, body: &[u8]) -> Result<Vec<u8>, Error> {
+        let request = ListRequest::from_json(&parse_body(body)?)?;
+        caller.require(READ)?;
+        caller.require_read_path(CONTINUITY_DIR)?;
+        let at = now();
+        let kind = request.subject_kind.map(|k| k.as_str());
+        let subjects = self.store.pointers(&caller.tenant, kind).await?;
+        // Capsules by revision: from the cache, the rest fetched in one go.
+        let shown = |s: &crate::store::Pointers| {
+            let fallback = s.fallback.as_ref().filter(|_| request.include_fallback);
+            s.active.iter().chain(fallback).cloned().collect::<Vec<_>>()
+        };
+        let mut wanted = Vec::new();
+        for s in &subjects {
+            for (sequence, id) in shown(s) {
+                if self.capsules.get(&id).is_none() {
+                    wanted.push((s.subject_kind.clone(), s.subject_key.clone(), sequence));
+                }
+            }
+        }
+        for (_, _, revision) in self.store.revisions(&caller.tenant, &wanted).await? {
+            self.load(&revision.revision_id, &revision.capsule);
+        }
+        let mut rows = Vec::new();
+        for s in &subjects {
+            let Some(kind) = SubjectKind::parse(&s.subject_kind) else {
+                continue;
+            };
+            let key = SubjectKey {
+                kind,
+                key: s.subject_key.clone(),
+            };
+            let loaded = |pointer: &Option<(i64, String)>| {
+                pointer.as_ref().and_then(|(_, id)| self.capsules.get(id))
+            };
+            if let Some(loaded) = loaded(&s.active)
+                && let Ok((capsule, _)) = loaded.as_ref()
+            {
+                rows.push(ListRow::active(capsule, &key.active_path(), at));
+            }
+            if request.include_fallback
+                && let Some(loaded) = loaded(&s.fallback)
+                && let Ok((capsule, _)) = loaded.as_ref()
+            {
+                rows.push(ListRow::fallback(capsule, &key.fallback_path(), at));
+            }
+        }
+        if request.include_archived || request.include_cold {
+            let state = match (request.include_archived, request.include_cold) {
+                (true, false) => Some("archived"),
+                (false, true) => Some("cold"),
+                _ => None,
+            };
+            for archive in self
+                .store
+                .archives(&caller.tenant, None, kind, state)
+                .await?
+            {
+                if let Some(cold) = archive.cold() {
+                    let Ok(stub_path) = cold_stub_path(&archive.archive_path) else {
+                        continue;
+                    };
+                    if let Ok(stub) = parse_cold_stub(&stub_path, &cold.stub) {
+                        rows.push(ListRow::cold(&stub.list_fields(), &stub_path));
+                    }
+                } else if let Some(envelope) = archive.envelope.as_deref() {
+                    let Ok(envelope) = load_archive_envelope(envelope) else {
+                        continue;
+                    };
+                    let field = |name: &str| {
+                        envelope
+                            .json
+                            .get(name)
+                            .and_then(|v| v.as_str())
+                            .map(str::to_owned)
+                    };
+                    rows.push(ListRow::archived(
+                        &envelope.capsule,
+                        &archive.archive_path,
+                        field("active_path").as_deref(),
+                        field("archived_at").as_deref(),
+                        at,
+                        self.options.retention_archive_days,
+                    ));
+                }
+            }
+        }
+        Ok(bytes_of(&list_response(&request, rows)))
+    }
+
+    /// `POST /v1/continuity/compare`.
+    #[tracing::instrument(skip_all, fields(tenant = %caller.tenant))]
+    pub async fn compare(&self, caller: &Caller, body: &[u8]) -> Result<Vec<u8>, Error> {
+        let request = CompareRequest::from_json(&parse_body(body)?)?;
+        caller.require(READ)?;
+        let subject = subject_of(request.subject_kind, &request.subject_id)?;
+        caller.require_read_path(&subject.active_path())?;
+        crate::domain::verify::check_compare(&request)?;
+        let row = self.store.subject(&caller.tenant, &subject).await?;
+        let stored = row
+            .as_ref()
+            .and_then(|r| r.active.as_ref())
+            .map(|a| StoredCapsule::new(a.capsule.as_slice()));
+        let outcome = compare(&request, stored.as_ref())?;
+        Ok(bytes_of(&outcome.response()))
+    }
+
+    /// A subject's revisions newest first, before sequence `before` (`None`: from the
+    /// newest), with whether they form an intact chain.
+    #[tracing::instrument(skip_all, fields(tenant = %caller.tenant))]
+    pub async fn history(
+        &self,
+        caller: &Caller,
+        kind: &str,
+        subject_id: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<History, Error> {
+        caller.require(READ)?;
+        let kind = SubjectKind::parse(kind).ok_or_else(|| {
+            crate::domain::error::ContinuityError::invalid(format!(
+                "subject_kind must be one of user, peer, thread, task, not {kind:?}"
+            ))
+        })?;
+        let subject = subject_of(kind, subject_id)?;
+        caller.require_read_path(&subject.active_path())?;
+        let limit = limit.clamp(1, 200);
+        // One more than asked says whether a page follows.
+        let mut revisions = self
+            .store
+            .history(
+                &caller.tenant,
+                &subject,
+                before.unwrap_or(i64::MAX),
+                limit + 1,
+            )
+            .await?;
+        let next = if revisions.len() > limit as usize {
+            revisions.truncate(limit as usize);
+            revisions.last().map(|r| r.sequence)
+        } else {
+            None
+        };
+        let stored: Vec<StoredRevision> = revisions
+            .iter()
+            .map(|r| StoredRevision {
+                revision_id: r.revision_id.clone(),
+                previous: r.previous_id.clone(),
+                sequence: r.sequence,
+                operation: r.operation.clone(),
+                capsule_sha256: r.capsule_sha256.clone(),
+                capsule: r.capsule.clone(),
+            })
+            .collect();
+        let chain_intact = chain_intact(&caller.tenant, &subject, &stored);
+        Ok(History {
+            revisions,
+            next,
+            chain_intact,
+        })
+    }
+}

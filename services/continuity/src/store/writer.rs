@@ -1,0 +1,134 @@
+//! Group commit: every continuity write of a process goes through one writer task, which
+//! commits whatever writes are waiting (up to [`MAX_BATCH`]) in one audited transaction:
+//! one audit-chain lock, one commit (one WAL fsync on SQLite) for the group. Each caller is
+//! answered after the commit, so an acknowledged write is as durable as one committed alone.
+//! A write whose state moved is refused inside the group without disturbing the others; if
+//! the group's transaction fails, its writes are retried one by one so each caller gets its
+//! own answer.
+
+use std::sync::Arc;
+
+use noema_store::Database;
+use noema_store::audit::AuditedTx;
+use noema_store::sql::Engine;
+use sqlx::Acquire;
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+use super::writes::{Refusal, Write};
+use crate::error::Error;
+
+/// Most writes in one transaction: bounds how long the SQLite write lock is held.
+const MAX_BATCH: usize = 128;
+/// Writes waiting for the writer before callers wait to hand theirs over.
+const QUEUE: usize = 4 * MAX_BATCH;
+
+type Outcome = Result<Result<(), Refusal>, Error>;
+
+struct Pending {
+    write: Write,
+    done: oneshot::Sender<Outcome>,
+}
+
+/// The handle callers send writes through; the task ends when every handle is dropped.
+#[derive(Debug, Clone)]
+pub(super) struct GroupWriter {
+    queue: mpsc::Sender<Pending>,
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pending")
+    }
+}
+
+impl GroupWriter {
+    /// Starts the writer task; `sqlite_writer` is the process's SQLite write gate, held for
+    /// each group.
+    pub fn start(db: Database, sqlite_writer: Arc<Mutex<()>>) -> Self {
+        let (queue, incoming) = mpsc::channel(QUEUE);
+        tokio::spawn(run(db, sqlite_writer, incoming));
+        GroupWriter { queue }
+    }
+
+    /// Hands `write` to the writer and waits for its group's commit.
+    pub async fn write(&self, write: Write) -> Outcome {
+        let (done, answer) = oneshot::channel();
+        self.queue
+            .send(Pending { write, done })
+            .await
+            .map_err(|_| Error::WriterGone)?;
+        answer.await.map_err(|_| Error::WriterGone)?
+    }
+}
+
+async fn run(db: Database, sqlite_writer: Arc<Mutex<()>>, mut incoming: mpsc::Receiver<Pending>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while incoming.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let _turn = match db {
+            Database::Sqlite(_) => Some(sqlite_writer.lock().await),
+            Database::Postgres(_) => None,
+        };
+        let (writes, replies): (Vec<Write>, Vec<_>) =
+            batch.drain(..).map(|p| (p.write, p.done)).unzip();
+        let count = writes.len();
+        let outcomes = commit(&db, writes).await;
+        tracing::debug!(writes = count, "continuity group commit");
+        for (reply, outcome) in replies.into_iter().zip(outcomes) {
+            // A caller that went away still had its write committed; nobody to tell.
+            let _ = reply.send(outcome);
+        }
+    }
+}
+
+/// Commits `writes` as one group, answering each; if the group fails, each write is
+/// retried alone.
+pub(super) async fn commit(db: &Database, writes: Vec<Write>) -> Vec<Outcome> {
+    match group(db, &writes).await {
+        Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+        Err(err) if writes.len() == 1 => vec![Err(err)],
+        Err(err) => {
+            tracing::warn!(writes = writes.len(), error = %noema_core::ErrorChain(&err), "continuity group commit failed; retrying its writes one by one");
+            let mut outcomes = Vec::with_capacity(writes.len());
+            for write in writes {
+                outcomes.push(match group(db, std::slice::from_ref(&write)).await {
+                    Ok(mut one) => one.pop().map_or_else(
+                        || {
+                            Err(Error::Corrupt(
+                                "a group of one write gave no outcome".into(),
+                            ))
+                        },
+                        Ok,
+                    ),
+                    Err(err) => Err(err),
+                });
+            }
+            outcomes
+        }
+    }
+}
+
+async fn group(db: &Database, writes: &[Write]) -> Result<Vec<Result<(), Refusal>>, Error> {
+    match db {
+        Database::Sqlite(pool) => {
+            let mut conn = pool.acquire().await?;
+            in_transaction(conn.acquire().await?, writes).await
+        }
+        Database::Postgres(pool) => {
+            let mut conn = pool.acquire().await?;
+            in_transaction(conn.acquire().await?, writes).await
+        }
+    }
+}
+
+async fn in_transaction<'c, D: Engine>(
+    conn: impl sqlx::Acquire<'c, Database = D>,
+    writes: &[Write],
+) -> Result<Vec<Result<(), Refusal>>, Error> {
+    let mut tx = AuditedTx::begin(conn).await?;
+    let mut outcomes = Vec::with_capacity(writes.len());
+    for write in writes {
+        outcomes.push(write.apply(&mut tx).await?);
+    }
+    tx.commit().await?;
+    Ok(outcomes)
+}

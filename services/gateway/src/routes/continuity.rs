@@ -1,0 +1,615 @@
+//! CogniRelay's continuity routes (`shared/compat/cognirelay.md` §3–§9) on its own paths,
+//! plus the subject history Noema adds.
+//!
+//! The continuity service reproduces CogniRelay's documents exactly (key order, number
+//! forms, pydantic's 422 bodies echoing the caller's input), so these handlers pass the
+//! caller's body bytes through untouched and answer with the service's bytes; refusals
+//! carry the original's status and body, which the CogniRelay renderer sends as they are.
+//! `POST /v1/ops/run` is the one route that reads its body: the envelope names the job,
+//! and its `arguments` go on to the job's RPC as the caller wrote them.
+
+use axum::body::Bytes;
+use axum::extract::Query;
+use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use noema_core::scopes::TENANT_METADATA;
+use noema_core::time::proto::rfc3339_seconds;
+use noema_core::{ErrorCode, Failure};
+use noema_proto::continuity::v1 as pb;
+use noema_proto::continuity::v1::continuity_service_client::ContinuityServiceClient;
+use noema_runtime::client::TracedChannel;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, ErrorStyle};
+use crate::forward::{Caller, RawJson};
+use crate::go_json::GoJson;
+use crate::reply::Answer;
+use crate::route::{OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb};
+
+const COGNIRELAY: Routes = Routes::new(
+    "continuity",
+    ErrorStyle::CogniRelay,
+    "noema.continuity.v1.ContinuityService",
+);
+
+/// A CogniRelay request body, passed on as the caller's bytes.
+type Document = RawJson<Map<String, Value>>;
+
+/// The service's JSON answer, sent byte for byte (CogniRelay writes compact JSON in its
+/// own key order, without a trailing newline).
+pub struct Original(Vec<u8>);
+
+impl IntoResponse for Original {
+    fn into_response(self) -> Response {
+        (StatusCode::OK, [(CONTENT_TYPE, "application/json")], self.0).into_response()
+    }
+}
+
+impl Reply for Original {
+    fn document(doc: &mut OperationDoc, _schemas: &mut Schemas) {
+        doc.responses.push(ResponseDoc {
+            status: 200,
+            description: "CogniRelay's response document",
+            content: Some((
+                "application/json",
+                serde_json::json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}),
+            )),
+        });
+    }
+}
+
+type Passed = Result<Original, ApiError>;
+
+/// The continuity client and `message` as a request carrying the caller's token and the
+/// tenant it names (`x-noema-tenant`, honoured for superusers only, by the service).
+fn call<T>(
+    caller: &Caller,
+    message: T,
+) -> (ContinuityServiceClient<TracedChannel>, tonic::Request<T>) {
+    let mut request = caller.request(message);
+    let tenant = caller.header(TENANT_METADATA);
+    if !tenant.is_empty()
+        && let Ok(value) = tonic::metadata::MetadataValue::try_from(tenant.as_str())
+    {
+        request.metadata_mut().insert(TENANT_METADATA, value);
+    }
+    (caller.continuity(), request)
+}
+
+fn body(bytes: &Bytes) -> pb::JsonRequest {
+    pb::JsonRequest {
+        body: bytes.to_vec(),
+    }
+}
+
+async fn upsert(caller: Caller, document: Document) -> Passed {
+    let (mut client, request) = call(&caller, body(&document.bytes));
+    Ok(Original(client.upsert(request).await?.into_inner().body))
+}
+
+async fn patch(caller: Caller, document: Document) -> Passed {
+    let (mut client, request) = call(&caller, body(&document.bytes));
+    Ok(Original(client.patch(request).await?.into_inner().body))
+}
+
+async fn lifecycle(caller: Caller, document: Document) -> Passed {
+    let (mut client, request) = call(&caller, body(&document.bytes));
+    Ok(Original(client.lifecycle(request).await?.into_inner().body))
+}
+
+async fn read(caller: Caller, document: Document) -> Passed {
+    let (mut client, request) = call(&caller, body(&document.bytes));
+    Ok(Original(client.read(request).await?.into_inner().body))
+}
+
+async fn list(caller: Caller, document: Document) -> Passed {
+    let (mut client, request) = call(&caller, body(&document.bytes));
+    Ok(Original(client.list(request).await?.into_inner().body))
+}
+
+async fn compare(caller: Caller, document: Document) -> Passed {
+    let (mut client, request) = call(&caller, body(&document.bytes));
+    Ok(Original(client.compare(request).await?.into_inner().body))
+}
+
+async fn revalidate(caller: Caller, document: Document) -> Passed {
+    let (mut client, request) = call(&caller, body(&document.bytes));
+    Ok(Original(
+        client.revalidate(request).await?.into_inner().body,
+    ))
+}
+
+async fn archive(caller: Caller, document: Document) -> Passed {
+    let (mut client, request) = call(&caller, body(&document.bytes));
+    Ok(Original(client.archive(request).await?.into_inner().body))
+}
+
+async fn delete(caller: Caller, document: Document) -> Passed {
+    let (mut client, request) = call(&caller, body(&document.bytes));
+    Ok(Original(client.delete(request).await?.into_inner().body))
+}
+
+async fn refresh_plan(caller: Caller, document: Document) -> Passed {
+    let (mut client, request) = call(&caller, body(&document.bytes));
+    Ok(Original(
+        client.refresh_plan(request).await?.into_inner().body,
+    ))
+}
+
+async fn retention_plan(caller: Caller, document: Document) -> Passed {
+    let (mut client, request) = call(&caller, body(&document.bytes));
+    Ok(Original(
+        client.retention_plan(request).await?.into_inner().body,
+    ))
+}
+
+/// `GET /v1/continuity/history` parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct HistoryQuery {
+    /// user, peer, thread or task
+    #[serde(default)]
+    pub subject_kind: String,
+    #[serde(default)]
+    pub subject_id: String,
+    /// Revisions per page (the service clamps it)
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// `next_page_token` of the previous page
+    #[serde(default)]
+    pub page_token: Option<String>,
+    /// true to include each revision's capsule
+    #[serde(default)]
+    pub include_capsules: Option<String>,
+}
+
+/// One revision of a subject, newest first.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HistoryRevision {
+    /// The peer of the writing token.
+    pub actor: String,
+    /// The capsule's canonical JSON (with `include_capsules=true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Map<String, Value>>")]
+    pub capsule: Option<Box<RawValue>>,
+    pub capsule_sha256: String,
+    /// upsert, patch, lifecycle or revalidate.
+    pub operation: String,
+    /// The predecessor's id (null for the first revision).
+    pub previous_revision_id: Option<String>,
+    pub recorded_at: Option<String>,
+    /// sha256:<hex> of the revision's record, which names its predecessor.
+    pub revision_id: String,
+    pub sequence: u64,
+}
+
+/// A subject's revisions (Noema's addition).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct History {
+    /// Every id recomputes from its record and names its predecessor.
+    pub chain_intact: bool,
+    pub count: u64,
+    /// Empty when there are no more revisions.
+    pub next_page_token: String,
+    pub ok: bool,
+    pub revisions: Vec<HistoryRevision>,
+}
+
+fn revision(r: pb::Revision) -> Result<HistoryRevision, ApiError> {
+    let capsule = if r.capsule.is_empty() {
+        None
+    } else {
+        let text = String::from_utf8(r.capsule)
+            .map_err(|_| ApiError(Failure::new(ErrorCode::Internal, "capsule is not UTF-8")))?;
+        Some(
+            RawValue::from_string(text)
+                .map_err(|_| ApiError(Failure::new(ErrorCode::Internal, "capsule is not JSON")))?,
+        )
+    };
+    Ok(HistoryRevision {
+        actor: r.actor,
+        capsule,
+        capsule_sha256: r.capsule_sha256,
+        operation: r.operation,
+        previous_revision_id: (!r.previous_revision_id.is_empty())
+            .then_some(r.previous_revision_id),
+        recorded_at: r.recorded_at.as_ref().map(rfc3339_seconds),
+        revision_id: r.revision_id,
+        sequence: r.sequence,
+    })
+}
+
+async fn history(caller: Caller, Query(query): Query<HistoryQuery>) -> Answer<History> {
+    let include_capsules = matches!(
+        query
+            .include_capsules
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref(),
+        Some("true" | "1" | "yes")
+    );
+    let message = pb::HistoryRequest {
+        subject_kind: query.subject_kind,
+        subject_id: query.subject_id,
+        page: Some(noema_proto::common::v1::PageRequest {
+            page_size: query.limit.unwrap_or(0),
+            page_token: query.page_token.unwrap_or_default(),
+        }),
+        include_capsules,
+    };
+    let (mut client, request) = call(&caller, message);
+    let answer = client.history(request).await?.into_inner();
+    let revisions = answer
+        .revisions
+        .into_iter()
+        .map(revision)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(GoJson(History {
+        chain_intact: answer.chain_intact,
+        count: u64::try_from(revisions.len()).unwrap_or(u64::MAX),
+        next_page_token: answer.page.map(|p| p.next_page_token).unwrap_or_default(),
+        ok: true,
+        revisions,
+    }))
+}
+
+/// Every job `POST /v1/ops/run` accepts (CogniRelay's `OpsRunRequest.job_id` literal, in
+/// its order); only the continuity jobs run here.
+const OPS_JOBS: [&str; 19] = [
+    "index.rebuild_incremental",
+    "metrics.poll_and_alarm_eval",
+    "backup.create",
+    "backup.restore_test",
+    "replication.pull",
+    "replication.push",
+    "messages.replay_dead_letter_sweep",
+    "security.rotation_check",
+    "compact.plan",
+    "continuity_cold_store",
+    "continuity_cold_rehydrate",
+    "continuity_retention_apply",
+    "artifact_history_cold_store",
+    "artifact_history_cold_rehydrate",
+    "registry_history_cold_store",
+    "registry_history_cold_rehydrate",
+    "segment_history_maintenance",
+    "segment_history_cold_store",
+    "segment_history_cold_rehydrate",
+];
+
+/// A refusal in CogniRelay's exact terms, said by the gateway.
+fn original(code: ErrorCode, status: u16, body: String) -> ApiError {
+    ApiError(
+        Failure::new(code, "request validation failed")
+            .with_metadata(noema_core::error::ORIGINAL_STATUS_KEY, status.to_string())
+            .with_metadata(noema_core::error::ORIGINAL_BODY_KEY, body),
+    )
+}
+
+/// FastAPI's 422 with one pydantic error at `loc` (JSON text) for `input` (raw JSON).
+fn invalid_envelope(
+    kind: &str,
+    loc: &str,
+    msg: &str,
+    input: &str,
+    ctx: Option<String>,
+) -> ApiError {
+    let kind = serde_json::to_string(kind).unwrap_or_default();
+    let msg = serde_json::to_string(msg).unwrap_or_default();
+    let ctx = ctx.map(|c| format!(",\"ctx\":{c}")).unwrap_or_default();
+    original(
+        ErrorCode::FailedPrecondition,
+        422,
+        format!(
+            "{{\"detail\":[{{\"type\":{kind},\"loc\":{loc},\"msg\":{msg},\"input\":{input}{ctx}}}]}}"
+        ),
+    )
+}
+
+/// The job and its arguments (raw) from an ops run envelope, or CogniRelay's 422.
+fn ops_job(bytes: &[u8]) -> Result<(String, String), ApiError> {
+    let envelope: std::collections::BTreeMap<String, &RawValue> =
+        serde_json::from_slice(bytes).map_err(|e| ApiError::malformed_body(e.to_string()))?;
+    let whole = std::str::from_utf8(bytes).unwrap_or("{}").trim();
+    let Some(job) = envelope.get("job_id") else {
+        return Err(invalid_envelope(
+            "missing",
+            "[\"body\",\"job_id\"]",
+            "Field required",
+            whole,
+            None,
+        ));
+    };
+    let expected = {
+        let (last, rest) = OPS_JOBS.split_last().unwrap_or((&"", &[]));
+        let rest: Vec<String> = rest.iter().map(|j| format!("'{j}'")).collect();
+        format!("{} or '{last}'", rest.join(", "))
+    };
+    let job_id = match serde_json::from_str::<String>(job.get()) {
+        Ok(id) if OPS_JOBS.contains(&id.as_str()) => id,
+        _ => {
+            let ctx = format!(
+                "{{\"expected\":{}}}",
+                serde_json::to_string(&expected).unwrap_or_default()
+            );
+            return Err(invalid_envelope(
+                "literal_error",
+                "[\"body\",\"job_id\"]",
+                &format!("Input should be {expected}"),
+                job.get(),
+                Some(ctx),
+            ));
+        }
+    };
+    let arguments = match envelope.get("arguments") {
+        None => "{}".to_owned(),
+        Some(raw) if raw.get().starts_with('{') => raw.get().to_owned(),
+        Some(raw) => {
+            return Err(invalid_envelope(
+                "dict_type",
+                "[\"body\",\"arguments\"]",
+                "Input should be a valid dictionary",
+                raw.get(),
+                None,
+            ));
+        }
+    };
+    Ok((job_id, arguments))
+}
+
+/// `ops_<YYYYMMDDTHHMMSSZ>_<8 hex>`, as CogniRelay names a run.
+fn run_id() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!(
+        "ops_{}_{}",
+        noema_core::time::basic_seconds(now),
+        &random[..8]
+    )
+}
+
+/// Whether the caller may run continuity jobs, asked of the service before the gateway
+/// judges the envelope: CogniRelay authenticates before it validates a body, so a caller
+/// without a (good) token hears 401/403, never about the envelope. The probe is a job call
+/// without arguments, which the service refuses before doing anything.
+async fn authorise_ops(caller: &Caller) -> Result<(), ApiError> {
+    let (mut client, request) = call(
+        caller,
+        pb::JsonRequest {
+            body: b"{}".to_vec(),
+        },
+    );
+    match client.cold_store(request).await {
+        Err(status)
+            if matches!(
+                status.code(),
+                tonic::Code::Unauthenticated
+                    | tonic::Code::PermissionDenied
+                    | tonic::Code::Unavailable
+            ) =>
+        {
+            Err(status.into())
+        }
+        _ => Ok(()),
+    }
+}
+
+async fn ops_run(caller: Caller, document: Document) -> Passed {
+    let (job_id, arguments) = match ops_job(&document.bytes) {
+        Ok(job) => job,
+        Err(refusal) => {
+            authorise_ops(&caller).await?;
+            return Err(refusal);
+        }
+    };
+    let (mut client, request) = call(
+        &caller,
+        pb::JsonRequest {
+            body: arguments.into_bytes(),
+        },
+    );
+    let result = match job_id.as_str() {
+        "continuity_cold_store" => client.cold_store(request).await?,
+        "continuity_cold_rehydrate" => client.cold_rehydrate(request).await?,
+        "continuity_retention_apply" => client.retention_apply(request).await?,
+        other => {
+            authorise_ops(&caller).await?;
+            return Err(original(
+                ErrorCode::InvalidArgument,
+                400,
+                format!(
+                    "{{\"detail\":{}}}",
+                    serde_json::to_string(&format!("Unsupported ops job: {other}"))
+                        .unwrap_or_default()
+                ),
+            ));
+        }
+    }
+    .into_inner()
+    .body;
+    let job_result = String::from_utf8(result)
+        .map_err(|_| ApiError(Failure::new(ErrorCode::Internal, "job result is not UTF-8")))?;
+    let text = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    Ok(Original(
+        format!(
+            "{{\"ok\":true,\"run_id\":{},\"job_id\":{},\"status\":\"succeeded\",\"local_only\":true,\"job_result\":{job_result}}}",
+            text(&run_id()),
+            text(&job_id),
+        )
+        .into_bytes(),
+    ))
+}
+
+/// This module's routes (see `crate::route_table`).
+pub fn routes() -> Vec<Route> {
+    let r = COGNIRELAY;
+    vec![
+        r.route(
+            Verb::Post,
+            "/v1/continuity/upsert",
+            "continuityUpsert",
+            "CogniRelay: write a subject's continuity capsule (merge, timestamp guard)",
+            upsert,
+        )
+        .calls("Upsert")
+        .status(409, "Older or conflicting capsule, or concurrent writers"),
+        r.route(
+            Verb::Post,
+            "/v1/continuity/patch",
+            "continuityPatch",
+            "CogniRelay: apply list operations to the active capsule",
+            patch,
+        )
+        .calls("Patch")
+        .status(404, "No such capsule or item")
+        .status(409, "Older or conflicting update"),
+        r.route(
+            Verb::Post,
+            "/v1/continuity/lifecycle",
+            "continuityLifecycle",
+            "CogniRelay: move a thread or task through its lifecycle",
+            lifecycle,
+        )
+        .calls("Lifecycle")
+        .status(404, "No such capsule")
+        .status(409, "Older or conflicting update"),
+        r.route(
+            Verb::Post,
+            "/v1/continuity/read",
+            "continuityRead",
+            "CogniRelay: a capsule with its trust signals (and startup view)",
+            read,
+        )
+        .calls("Read")
+        .status(404, "No such capsule"),
+        r.route(
+            Verb::Post,
+            "/v1/continuity/list",
+            "continuityList",
+            "CogniRelay: the tenant's capsules, optionally by salience",
+            list,
+        )
+        .calls("List"),
+        r.route(
+            Verb::Post,
+            "/v1/continuity/compare",
+            "continuityCompare",
+            "CogniRelay: compare a candidate capsule with the active one",
+            compare,
+        )
+        .calls("Compare")
+        .status(404, "No such capsule"),
+        r.route(
+            Verb::Post,
+            "/v1/continuity/revalidate",
+            "continuityRevalidate",
+            "CogniRelay: confirm, correct, degrade or conflict the active capsule",
+            revalidate,
+        )
+        .calls("Revalidate")
+        .status(404, "No such capsule"),
+        r.route(
+            Verb::Post,
+            "/v1/continuity/archive",
+            "continuityArchive",
+            "CogniRelay: move the active capsule into an archive envelope",
+            archive,
+        )
+        .calls("Archive")
+        .status(404, "No such capsule"),
+        r.route(
+            Verb::Post,
+            "/v1/continuity/delete",
+            "continuityDelete",
+            "CogniRelay: delete a subject's active, fallback and archive artifacts",
+            delete,
+        )
+        .calls("Delete"),
+        r.route(
+            Verb::Post,
+            "/v1/continuity/refresh/plan",
+            "continuityRefreshPlan",
+            "CogniRelay: capsules due for revalidation, by priority",
+            refresh_plan,
+        )
+        .calls("RefreshPlan"),
+        r.route(
+            Verb::Post,
+            "/v1/continuity/retention/plan",
+            "continuityRetentionPlan",
+            "CogniRelay: stale archives due for the cold tier",
+            retention_plan,
+        )
+        .calls("RetentionPlan"),
+        r.route(
+            Verb::Get,
+            "/v1/continuity/history",
+            "continuityHistory",
+            "Noema: a subject's revisions, newest first, as a hash chain",
+            history,
+        )
+        .calls("History")
+        .status(404, "No such subject"),
+        r.route(
+            Verb::Post,
+            "/v1/ops/run",
+            "opsRun",
+            "CogniRelay: run a maintenance job (continuity cold store, rehydrate, retention apply)",
+            ops_run,
+        )
+        .calls("ColdStore")
+        .calls("ColdRehydrate")
+        .calls("RetentionApply")
+        .status(400, "Unsupported job or bad arguments")
+        .status(404, "No such archive or cold artifact")
+        .status(409, "Artifact already in that tier"),
+    ]
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn refusal(bytes: &str) -> (String, String) {
+        let ApiError(failure) = ops_job(bytes.as_bytes()).unwrap_err();
+        (
+            failure
+                .metadata_value(noema_core::error::ORIGINAL_STATUS_KEY)
+                .unwrap()
+                .to_owned(),
+            failure
+                .metadata_value(noema_core::error::ORIGINAL_BODY_KEY)
+                .unwrap()
+                .to_owned(),
+        )
+    }
+
+    #[test]
+    fn an_ops_run_envelope_names_the_job_and_keeps_the_arguments_bytes() {
+        let (job, arguments) =
+            ops_job(br#"{"job_id":"continuity_cold_store","arguments":{"b":1,"a":2.0}}"#).unwrap();
+        assert_eq!(job, "continuity_cold_store");
+        assert_eq!(arguments, r#"{"b":1,"a":2.0}"#);
+        let (_, arguments) = ops_job(br#"{"job_id":"continuity_retention_apply"}"#).unwrap();
+        assert_eq!(arguments, "{}");
+    }
+
+    #[test]
+    fn a_bad_envelope_gets_fastapis_422() {
+        assert_eq!(
+            refusal(r#"{"arguments":{}}"#),
+            (
+                "422".into(),
+                r#"{"detail":[{"type":"missing","loc":["body","job_id"],"msg":"Field required","input":{"arguments":{}}}]}"#.into()
+            )
+        );
+        let (status, body) = refusal(r#"{"job_id":"nope"}"#);
+        assert_eq!(status, "422");
+        assert!(body.starts_with(r#"{"detail":[{"type":"literal_error","loc":["body","job_id"],"msg":"Input should be 'index.rebuild_incremental', "#), "{body}");
+        assert!(body.ends_with(r#"or 'segment_history_cold_rehydrate'","input":"nope","ctx":{"expected":"'index.rebuild_incremental', 'metrics.poll_and_alarm_eval', 'backup.create', 'backup.restore_test', 'replication.pull', 'replication.push', 'messages.replay_dead_letter_sweep', 'security.rotation_check', 'compact.plan', 'continuity_cold_store', 'continuity_cold_rehydrate', 'continuity_retention_apply', 'artifact_history_cold_store', 'artifact_history_cold_rehydrate', 'registry_history_cold_store', 'registry_history_cold_rehydrate', 'segment_history_maintenance', 'segment_history_cold_store' or 'segment_history_cold_rehydrate'"}}]}"#), "{body}");
+    }
+}
