@@ -7,7 +7,7 @@ Run by tests/tests/mcp.rs with the pinned SDK's interpreter (scripts/lib/mcp_sdk
 MODE is the SDK's connect mode: `legacy` (the initialize handshake) or `auto`
 (`server/discover`, falling back to the handshake). CALLS_JSON is a list of
 `{"name": ..., "arguments": {...}}`. The script connects with `Authorization: Bearer TOKEN`,
-pings, lists every tool page by page, calls each tool in order and prints one JSON
+pings (handshake-era sessions), lists every tool page by page, calls each tool in order and prints one JSON
 document: the negotiated version, the server's name, the listed tool names, the number of
 pages, and per call either its result (`is_error`, `structured`, `text`) or the protocol
 error (`code`, `message`). The Rust test decides what is right; this only reports.
@@ -28,7 +28,9 @@ async def session(url: str, token: str, mode: str, calls: list) -> dict:
     async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
         transport = streamable_http_client(url, http_client=http)
         async with Client(transport, mode=mode, cache=None) as client:
-            await client.send_ping()
+            if mode == "legacy":
+                # 2026-07-28 removed ping; handshake-era sessions still have it.
+                await client.send_ping()
             names: list[str] = []
             pages = 0
             cursor = None

@@ -24,6 +24,7 @@
 //! problems (unknown tool, bad cursor) are JSON-RPC errors.
 
 pub mod call;
+pub mod jsonrpc;
 pub mod tools;
 
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Extension, FromRequest, Request};
-use axum::http::header::WWW_AUTHENTICATE;
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use noema_core::scopes::Principal;
@@ -47,6 +48,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{RoleServer, ServerHandler};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::Value;
 use tower::ServiceExt;
 use tracing::Instrument;
 
@@ -93,6 +95,7 @@ pub fn handshake_version() -> &'static str {
 #[derive(Clone)]
 pub struct Mcp {
     transport: StreamableHttpService<Handler, NeverSessionManager>,
+    max_body_bytes: usize,
 }
 
 impl Mcp {
@@ -124,8 +127,116 @@ impl Mcp {
                 Arc::new(NeverSessionManager::default()),
                 config,
             ),
+            max_body_bytes,
         }
     }
+
+    /// The SDK transport's answer to `request`.
+    async fn forward(&self, request: Request) -> Response {
+        match self.transport.clone().oneshot(request).await {
+            Ok(response) => response.map(Body::new),
+            Err(never) => match never {},
+        }
+    }
+
+    /// A JSON `POST`: its envelope checked ([`jsonrpc`]), a batch split into messages.
+    async fn post(&self, request: Request) -> Response {
+        let (parts, body) = request.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, self.max_body_bytes).await else {
+            return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+        };
+        match serde_json::from_slice::<Value>(&bytes) {
+            Err(_) => rpc_error(jsonrpc::error(
+                Value::Null,
+                jsonrpc::PARSE_ERROR,
+                "Parse error: the body is not JSON",
+            )),
+            Ok(Value::Array(batch)) => self.batch(&parts, batch).await,
+            Ok(message) => match jsonrpc::check(&message) {
+                Err(error) => rpc_error(error),
+                Ok(()) => {
+                    self.forward(Request::from_parts(parts, Body::from(bytes)))
+                        .await
+                }
+            },
+        }
+    }
+
+    /// A batch: allowed only to 2025-03-26 clients; each message is answered as if sent
+    /// alone, and the answers (none for notifications) are returned together.
+    async fn batch(&self, parts: &http::request::Parts, batch: Vec<Value>) -> Response {
+        let revision = parts
+            .headers
+            .get(PROTOCOL_VERSION_HEADER)
+            .and_then(|v| v.to_str().ok());
+        if batch.is_empty() || !jsonrpc::batches_allowed(revision) {
+            return rpc_error(jsonrpc::error(
+                Value::Null,
+                jsonrpc::INVALID_REQUEST,
+                "Invalid Request: batches are allowed only to 2025-03-26 clients, and not empty",
+            ));
+        }
+        let mut answers = Vec::new();
+        for message in batch {
+            if let Err(error) = jsonrpc::check(&message) {
+                answers.push(error);
+                continue;
+            }
+            let id = message.get("id").cloned().unwrap_or(Value::Null);
+            if message.get("method") == Some(&Value::from("initialize")) {
+                answers.push(jsonrpc::error(
+                    id,
+                    jsonrpc::INVALID_REQUEST,
+                    "Invalid Request: initialize may not be part of a batch",
+                ));
+                continue;
+            }
+            let mut single = Request::new(Body::from(message.to_string()));
+            *single.method_mut() = Method::POST;
+            *single.uri_mut() = parts.uri.clone();
+            *single.headers_mut() = parts.headers.clone();
+            single.headers_mut().remove(CONTENT_LENGTH);
+            if let Some(principal) = parts.extensions.get::<Principal>() {
+                single.extensions_mut().insert(principal.clone());
+            }
+            let response = self.forward(single).await;
+            if response.status() == StatusCode::ACCEPTED {
+                continue;
+            }
+            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .unwrap_or_default();
+            answers.push(serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+                jsonrpc::error(
+                    id,
+                    jsonrpc::INVALID_REQUEST,
+                    String::from_utf8_lossy(&bytes).trim(),
+                )
+            }));
+        }
+        if answers.is_empty() {
+            return StatusCode::ACCEPTED.into_response();
+        }
+        axum::Json(Value::Array(answers)).into_response()
+    }
+}
+
+/// The header a client names its protocol revision in, after the handshake.
+const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// A JSON-RPC error for a message that cannot be processed: 400 with the error body.
+fn rpc_error(error: Value) -> Response {
+    (StatusCode::BAD_REQUEST, axum::Json(error)).into_response()
+}
+
+/// Whether the request says its body is JSON (other bodies go to the SDK as they are,
+/// which refuses them with 415).
+fn is_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// What every request's handler shares.
@@ -336,11 +447,10 @@ async fn endpoint(
             }
         }
     }
-    let response = match mcp.transport.oneshot(request).await {
-        Ok(response) => response,
-        Err(never) => match never {},
-    };
-    McpReply(response.map(Body::new))
+    if request.method() == Method::POST && is_json(request.headers()) {
+        return McpReply(mcp.post(request).await);
+    }
+    McpReply(mcp.forward(request).await)
 }
 
 const MCP: Routes = Routes::new(
