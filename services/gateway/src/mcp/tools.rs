@@ -25,6 +25,9 @@ pub struct ToolSpec {
     pub path: &'static str,
     /// The scope a token needs (alternatives separated by `|`); `None` for a public route.
     pub scope: Option<&'static str>,
+    /// Every scope the route's RPCs need (the first is `scope`): a route that may call
+    /// several RPCs is a tool only for tokens that may call all of them.
+    pub scopes: Vec<&'static str>,
     pub path_params: Vec<&'static str>,
     /// Query parameter names; `true` when the parameter repeats (an array).
     pub query_params: BTreeMap<String, bool>,
@@ -55,7 +58,7 @@ impl ToolSpec {
     /// Whether a caller holding `principal` may call this tool (the route's scope check,
     /// as the services make it).
     pub fn allowed(&self, principal: &noema_core::scopes::Principal) -> bool {
-        self.scope.is_none_or(|scope| principal.allows(scope))
+        self.scopes.iter().all(|scope| principal.allows(scope))
     }
 }
 
@@ -166,13 +169,26 @@ fn tool_spec(
     if route.verb == Verb::Get {
         tool = tool.annotate(ToolAnnotations::new().read_only(true));
     }
+    let mut scopes: Vec<&'static str> = Vec::new();
+    for rpc in route.rpcs() {
+        let scope = noema_proto::required_scope(rpc).unwrap_or(noema_core::scopes::AUTHENTICATED);
+        if !scopes.contains(&scope) {
+            scopes.push(scope);
+        }
+    }
     Some(ToolSpec {
         verb: route.verb,
         path: route.path,
         scope: match route.access {
             Access::Public => None,
-            Access::Rpcs(_) => Some(route.scope().unwrap_or(noema_core::scopes::AUTHENTICATED)),
+            Access::Rpcs(_) => Some(
+                scopes
+                    .first()
+                    .copied()
+                    .unwrap_or(noema_core::scopes::AUTHENTICATED),
+            ),
         },
+        scopes,
         path_params,
         query_params,
         body,
@@ -220,4 +236,100 @@ fn referenced(schema: &Value, definitions: &Map<String, Value>) -> Map<String, V
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_are_unique_and_valid() {
+        let table = table();
+        assert!(!table.tools.is_empty());
+        let mut seen = BTreeSet::new();
+        for spec in &table.tools {
+            let name = spec.name();
+            assert!(seen.insert(name), "{name} declared twice");
+            assert!(
+                (1..=128).contains(&name.len())
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')),
+                "{name} is not a valid MCP tool name"
+            );
+            assert!(table.get(name).is_some_and(|s| s.path == spec.path));
+        }
+    }
+
+    #[test]
+    fn input_schemas_are_objects_whose_references_resolve() {
+        for spec in &table().tools {
+            let schema = Value::Object(spec.tool.input_schema.as_ref().clone());
+            assert_eq!(schema["type"], "object", "{}", spec.name());
+            let properties = schema["properties"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            for name in schema["required"].as_array().into_iter().flatten() {
+                let name = name.as_str().unwrap_or_default();
+                assert!(properties.contains_key(name), "{}: {name}", spec.name());
+            }
+            for name in &spec.path_params {
+                assert!(properties.contains_key(*name), "{}: {name}", spec.name());
+            }
+            let defs = schema["$defs"].as_object().cloned().unwrap_or_default();
+            let mut wanted = BTreeSet::new();
+            fn refs(value: &Value, found: &mut BTreeSet<String>) {
+                match value {
+                    Value::Object(map) => {
+                        if let Some(Value::String(target)) = map.get("$ref") {
+                            found.insert(target.clone());
+                        }
+                        map.values().for_each(|v| refs(v, found));
+                    }
+                    Value::Array(items) => items.iter().for_each(|v| refs(v, found)),
+                    _ => {}
+                }
+            }
+            refs(&schema, &mut wanted);
+            for target in wanted {
+                let name = target.strip_prefix("#/$defs/").unwrap_or_default();
+                assert!(defs.contains_key(name), "{}: {target}", spec.name());
+            }
+        }
+    }
+
+    #[test]
+    fn a_tool_is_allowed_only_with_every_scope_its_route_needs() {
+        let principal = |scopes: &[&str]| noema_core::scopes::Principal {
+            token_id: "t".into(),
+            peer_id: "p".into(),
+            scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+            read_namespaces: Vec::new(),
+            write_namespaces: Vec::new(),
+            superuser: false,
+        };
+        let table = table();
+        let status = table
+            .get("ledger_status")
+            .map(|s| s.allowed(&principal(&["ledger:read"])));
+        assert_eq!(status, Some(true));
+        let stop = table
+            .get("ledger_stop")
+            .map(|s| s.allowed(&principal(&["ledger:read"])));
+        assert_eq!(stop, Some(false));
+        let health = table
+            .get("system.health")
+            .map(|s| s.allowed(&principal(&[])));
+        assert_eq!(health, Some(true));
+        for spec in &table.tools {
+            assert_eq!(
+                spec.scope,
+                spec.scopes
+                    .first()
+                    .copied()
+                    .filter(|_| spec.scope.is_some())
+            );
+        }
+    }
 }
