@@ -128,6 +128,9 @@ enum Command {
     /// Identity checks.
     #[command(subcommand)]
     Identity(commands::diary::IdentityCommand),
+    /// The MCP endpoint as a client sees it.
+    #[command(subcommand)]
+    Mcp(commands::mcp::McpCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -311,6 +314,7 @@ async fn dispatch(registry: &Registry, cli: Cli) -> ExitCode {
         Command::Diary(command) => finish(commands::diary::diary(&command).await),
         Command::Entry(command) => finish(commands::diary::entry(&command).await),
         Command::Identity(command) => finish(commands::diary::identity(&command).await),
+        Command::Mcp(command) => finish(commands::mcp::mcp(&command).await),
         Command::Config(ConfigCommand::Dump(flags)) => {
             match load(registry, cli.config.as_ref(), &flags).and_then(|c| c.to_toml()) {
                 Ok(text) => {
