@@ -552,6 +552,33 @@ async fn discovery_surfaces_come_from_the_live_tables() {
             json!(template.scopes)
         );
     }
+    // Help: its tool topics are the tool table, each tool's help names its route.
+    let (_, help) = get(&anonymous(), &cluster, "/v1/help").await;
+    let topics: Vec<&str> = help["tool_topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert_eq!(topics, tool_routes);
+    for route in table.iter().filter(|r| r.tool.is_some()) {
+        let name = route.tool.unwrap().name;
+        let (status, usage) = get(&anonymous(), &cluster, &format!("/v1/help/tools/{name}")).await;
+        assert_eq!(status, 200, "{name}: {usage}");
+        assert_eq!(
+            usage["http"],
+            format!("{} {}", route.verb.as_str(), route.path)
+        );
+    }
+    let (status, unknown) = get(&anonymous(), &cluster, "/v1/help/tools/no_such_tool").await;
+    assert_eq!(status, 400, "{unknown}");
+    let (_, limit) = get(
+        &anonymous(),
+        &cluster,
+        "/v1/help/limits/mcp.tools_list.page_size",
+    )
+    .await;
+    assert_eq!(limit["limit"]["maximum"], noema_gateway::mcp::PAGE_SIZE);
     // Health in CogniRelay's shape, and the other surfaces answer without a token.
     let (_, health) = get(&anonymous(), &cluster, "/health").await;
     assert_eq!(
