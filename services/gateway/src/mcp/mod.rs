@@ -416,11 +416,6 @@ impl Reply for McpReply {
             description: "A notification or response was accepted",
             content: None,
         });
-        doc.responses.push(ResponseDoc {
-            status: 405,
-            description: "GET and DELETE: no server-initiated stream and no sessions",
-            content: None,
-        });
     }
 }
 
@@ -477,21 +472,8 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("Authenticate")
         .feature(crate::features::DISCOVERY_TOOLS),
-        MCP.route(
-            Verb::Get,
-            PATH,
-            "mcpStream",
-            "405: this MCP server opens no server-initiated stream",
-            endpoint,
-        )
-        .public(),
-        MCP.route(
-            Verb::Delete,
-            PATH,
-            "mcpEndSession",
-            "405: this MCP server keeps no sessions",
-            endpoint,
-        )
-        .public(),
+        // GET and DELETE are not routes: the router answers them 405 with `Allow: POST`,
+        // which is what the specification asks of a server that opens no stream and
+        // keeps no session.
     ]
 }
