@@ -1221,3 +1221,78 @@ async fn bench_ledger_reports_every_phase_and_its_writes_are_real() {
     sigterm(&running.child);
     assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
 }
+
+/// `--transports rest,mcp`: the same operations as MCP tool calls, every call a success
+/// (real writes), and the p50 overhead of a tool call over its REST route reported per
+/// operation (reported, never judged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_ledger_measures_mcp_tool_calls_against_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut running = start_up(&data, &dir.path().join("noema.log"));
+    let flags = [
+        "--endpoint".to_owned(),
+        format!("http://{}", running.grpc),
+        "--data-dir".to_owned(),
+        data.display().to_string(),
+    ];
+    let out = run(noema()
+        .args(["bench", "ledger", "--concurrency", "2", "--duration", "1"])
+        .args([
+            "--ops",
+            "canonical_put,canonical_get",
+            "--transports",
+            "rest,mcp",
+        ])
+        .args(["--rest", &running.rest])
+        .args(&flags));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = report["results"].as_array().unwrap();
+    let phases: Vec<(&str, &str)> = results
+        .iter()
+        .map(|r| (r["op"].as_str().unwrap(), r["transport"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            ("canonical_put", "rest"),
+            ("canonical_put", "mcp"),
+            ("canonical_get", "rest"),
+            ("canonical_get", "mcp"),
+        ]
+    );
+    for r in results {
+        assert_eq!(r["errors"], 0, "{r}");
+        assert!(r["ops"].as_u64().unwrap() > 0, "{r}");
+    }
+    let overhead = report["mcp_overhead_p50_ms"].as_object().unwrap();
+    assert_eq!(
+        overhead.keys().collect::<Vec<_>>(),
+        ["canonical_get", "canonical_put"]
+    );
+    for (op, ms) in overhead {
+        let p50 = |transport: &str| {
+            results
+                .iter()
+                .find(|r| r["op"] == op.as_str() && r["transport"] == transport)
+                .unwrap()["p50_ms"]
+                .as_f64()
+                .unwrap()
+        };
+        let expected = ((p50("mcp") - p50("rest")) * 1000.0).round() / 1000.0;
+        assert!((ms.as_f64().unwrap() - expected).abs() < 1e-9, "{op}: {ms}");
+    }
+    // The MCP puts are real writes: the ledger holds every counted one.
+    let out = run(noema().args(["ledger", "reconcile"]).args(&flags));
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let reconcile: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let puts: u64 = results
+        .iter()
+        .filter(|r| r["op"] == "canonical_put")
+        .map(|r| r["ops"].as_u64().unwrap())
+        .sum();
+    assert_eq!(reconcile["checked"], 1 + puts, "{reconcile}");
+    sigterm(&running.child);
+    assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
+}
