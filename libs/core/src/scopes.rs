@@ -45,6 +45,62 @@ pub const COGNIRELAY_SCOPES: [&str; 9] = [
     "replication:sync",
 ];
 
+/// A governance template: the scopes and namespaces a token issued with it gets
+/// (CogniRelay's `scope_templates`, `shared/compat/cognirelay.md` §13). Identity applies
+/// them on issue; the gateway publishes them at `/v1/governance/policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenTemplate {
+    pub name: &'static str,
+    pub scopes: &'static [&'static str],
+    pub read_namespaces: &'static [&'static str],
+    pub write_namespaces: &'static [&'static str],
+}
+
+/// Every template; `owner` is the superuser.
+pub const TOKEN_TEMPLATES: [TokenTemplate; 3] = [
+    TokenTemplate {
+        name: "owner",
+        scopes: &[SUPERUSER_SCOPE],
+        read_namespaces: &["*"],
+        write_namespaces: &["*"],
+    },
+    TokenTemplate {
+        name: "collaboration_peer",
+        scopes: &["read:files", "search", "write:messages", "write:projects"],
+        read_namespaces: &["memory/coordination", "messages", "tasks"],
+        write_namespaces: &[
+            "memory/coordination/handoffs",
+            "memory/coordination/shared",
+            "memory/coordination/reconciliations",
+            "messages",
+            "tasks",
+        ],
+    },
+    TokenTemplate {
+        name: "replication_peer",
+        scopes: &["replication:sync", "read:files", "write:messages"],
+        read_namespaces: &["*"],
+        write_namespaces: &[
+            "archive",
+            "essays",
+            "journal",
+            "memory",
+            "messages",
+            "patches",
+            "peers",
+            "projects",
+            "runs",
+            "snapshots",
+            "tasks",
+        ],
+    },
+];
+
+/// The template called `name`.
+pub fn token_template(name: &str) -> Option<&'static TokenTemplate> {
+    TOKEN_TEMPLATES.iter().find(|t| t.name == name)
+}
+
 /// Every scope a token may carry, sorted.
 pub fn known_scopes() -> Vec<String> {
     let mut all: Vec<String> = SERVICES

@@ -93,7 +93,8 @@ impl FromRequestParts<GatewayState> for Caller {
 impl Input for Caller {}
 
 /// Refuses a request that carries no usable bearer token before anything reads its body,
-/// so an anonymous caller learns it must authenticate (401), not what its body lacks.
+/// so an anonymous caller learns it must authenticate (401 with `WWW-Authenticate:
+/// Bearer`), not what its body lacks.
 /// The services still authenticate and authorise the token itself.
 pub async fn require_token(
     State(style): State<ErrorStyle>,
@@ -105,7 +106,13 @@ pub async fn require_token(
         Ok(None) => AuthError::Missing,
         Err(err) => err,
     };
-    style.render(&Failure::from_status(&noema_core::to_status(&refusal)))
+    let mut response = style.render(&Failure::from_status(&noema_core::to_status(&refusal)));
+    // RFC 6750 §3: a 401 names the scheme it wants (MCP clients look for it).
+    response.headers_mut().insert(
+        axum::http::header::WWW_AUTHENTICATE,
+        axum::http::HeaderValue::from_static("Bearer"),
+    );
+    response
 }
 
 /// Parses a JSON body. Only the first JSON value counts and unknown fields are ignored,

@@ -3,8 +3,10 @@
 
 pub mod clients;
 pub mod error;
+pub mod features;
 pub mod forward;
 pub mod go_json;
+pub mod mcp;
 pub mod openapi;
 pub mod reply;
 pub mod route;
@@ -58,6 +60,8 @@ pub struct GatewayState {
     channels: Arc<BTreeMap<&'static str, TracedChannel>>,
     /// gRPC health clients, by the service name they check.
     pub health: Vec<(&'static str, HealthClient<TracedChannel>)>,
+    /// The largest request body (`gateway.max_body_bytes`), as help publishes it.
+    pub max_body_bytes: usize,
 }
 
 impl GatewayState {
@@ -85,6 +89,7 @@ impl GatewayState {
         Ok(GatewayState {
             channels: Arc::new(channels),
             health,
+            max_body_bytes: config.max_body_bytes,
         })
     }
 
@@ -118,11 +123,16 @@ pub fn route_table() -> Vec<route::Route> {
     routes.extend(routes::relations::routes());
     routes.extend(routes::chain::routes());
     routes.extend(routes::continuity::routes());
+    routes.extend(mcp::routes());
+    routes.extend(routes::discovery::routes());
+    routes.extend(routes::help::routes());
     routes
 }
 
+/// The gateway's router. MCP tool calls run through the same routes (without the
+/// request span and metrics of the MCP request that carries them).
 pub fn router(state: GatewayState, config: &GatewayConfig) -> Router {
-    let mut router = Router::new();
+    let mut routes = Router::new();
     for route in route_table() {
         let mut handler = route.method_router();
         if config.anonymous_scopes.is_empty() && !route.rpcs().is_empty() {
@@ -131,12 +141,15 @@ pub fn router(state: GatewayState, config: &GatewayConfig) -> Router {
                 forward::require_token,
             ));
         }
-        router = router.route(route.path, handler);
+        routes = routes.route(route.path, handler);
     }
-    router
-        .layer(axum::middleware::from_fn(observe))
+    let routes = routes
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
-        .with_state(state)
+        .with_state(state);
+    let mcp = mcp::Mcp::new(routes.clone(), config.max_body_bytes);
+    routes
+        .layer(axum::Extension(mcp))
+        .layer(axum::middleware::from_fn(observe))
 }
 
 /// A span per request that continues the caller's W3C trace, and request metrics.

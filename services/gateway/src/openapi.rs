@@ -91,9 +91,8 @@ fn operation(route: &Route, schemas: &mut Schemas) -> Value {
     }
 
     let mut parameters: Vec<Value> = route
-        .path
-        .split('/')
-        .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+        .path_params()
+        .into_iter()
         .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
         .collect();
     parameters.extend(doc.query.iter().map(|param| {

@@ -11,9 +11,11 @@
 //! a [`JsonBody<T>`](crate::forward::JsonBody) argument, its responses from its return
 //! type ([`crate::reply`]), each schema derived from the serde type by `schemars`.
 //!
-//! Two additions are meant to slot in here: an MCP tool declared on the same value
-//! (name, description; its input schema is the [`OperationDoc`]'s parameters and body),
-//! and per-route error bodies, which already follow from the route's style.
+//! The same value declares the route's MCP tool, if it has one ([`Route::tool`]: a name
+//! and a short description; its input schema is the [`OperationDoc`]'s path and query
+//! parameters and body, and a call runs this route's handler, see `crate::mcp`), and the
+//! CogniRelay capability features it implements ([`Route::feature`]), which
+//! `/v1/capabilities` lists only while a route declaring them is served.
 
 use std::future::Future;
 
@@ -65,6 +67,23 @@ pub enum Access {
     Rpcs(Vec<String>),
 }
 
+/// An MCP tool declared on a route: what `tools/list` shows besides the input schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolDecl {
+    /// MCP tool name (`[A-Za-z0-9_.-]`, 1-128 characters); the original system's own
+    /// tool name where it has one.
+    pub name: &'static str,
+    /// One short sentence: every token's `tools/list` carries it.
+    pub description: &'static str,
+}
+
+/// A capability feature (CogniRelay's `/v1/capabilities` key) a route implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Feature {
+    pub key: &'static str,
+    pub summary: &'static str,
+}
+
 /// One REST route: its document and its handler.
 pub struct Route {
     pub verb: Verb,
@@ -76,6 +95,10 @@ pub struct Route {
     pub access: Access,
     /// Statuses documented besides the handler's own and the common error statuses.
     pub statuses: Vec<(u16, &'static str)>,
+    /// The MCP tool that calls this route, if any.
+    pub tool: Option<ToolDecl>,
+    /// The capability features this route implements.
+    pub features: Vec<Feature>,
     service: &'static str,
     document: fn(&mut OperationDoc, &mut Schemas),
     handler: MethodRouter<GatewayState>,
@@ -111,6 +134,30 @@ impl Route {
     pub fn status(mut self, status: u16, description: &'static str) -> Self {
         self.statuses.push((status, description));
         self
+    }
+
+    /// The route is also the MCP tool `name`: its arguments are the route's path and
+    /// query parameters and its JSON body's fields, and a call runs this route's handler
+    /// with the caller's token. Keep `description` to one short sentence.
+    #[must_use]
+    pub fn tool(mut self, name: &'static str, description: &'static str) -> Self {
+        self.tool = Some(ToolDecl { name, description });
+        self
+    }
+
+    /// The route implements the capability `feature`.
+    #[must_use]
+    pub fn feature(mut self, feature: Feature) -> Self {
+        self.features.push(feature);
+        self
+    }
+
+    /// The names of the path's parameters (`/diaries/{id}` → `id`), in order.
+    pub fn path_params(&self) -> Vec<&'static str> {
+        self.path
+            .split('/')
+            .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .collect()
     }
 
     /// The RPCs the route calls, by gRPC path (none for a public route).
@@ -185,6 +232,8 @@ impl Routes {
             errors: self.errors,
             access: Access::Rpcs(Vec::new()),
             statuses: Vec::new(),
+            tool: None,
+            features: Vec::new(),
             service: self.service,
             document: <H as Documented<D>>::document,
             handler: method_router,
@@ -205,6 +254,20 @@ impl Schemas {
         let settings = || {
             SchemaSettings::draft2020_12().with(|s| {
                 s.definitions_path = "/components/schemas".into();
+                s.meta_schema = None;
+            })
+        };
+        Schemas {
+            requests: settings().for_deserialize().into_generator(),
+            responses: settings().for_serialize().into_generator(),
+        }
+    }
+
+    /// Generators for MCP tool input schemas: `$ref`s point into the tool's own `$defs`.
+    pub fn for_tools() -> Schemas {
+        let settings = || {
+            SchemaSettings::draft2020_12().with(|s| {
+                s.definitions_path = "/$defs".into();
                 s.meta_schema = None;
             })
         };
@@ -354,6 +417,7 @@ documented!(A1, A2, A3, A4);
 documented!(A1, A2, A3, A4, A5);
 
 impl<S> Input for axum::extract::State<S> {}
+impl<T> Input for axum::extract::Extension<T> {}
 impl<T> Input for axum::extract::Path<T> {}
 impl Input for axum::http::HeaderMap {}
 

@@ -131,6 +131,9 @@ enum Command {
     /// Continuity capsules: upsert, patch, read, list, history, archive (JSON out).
     #[command(subcommand)]
     Continuity(commands::continuity::ContinuityCommand),
+    /// The MCP endpoint as a client sees it.
+    #[command(subcommand)]
+    Mcp(commands::mcp::McpCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -315,6 +318,7 @@ async fn dispatch(registry: &Registry, cli: Cli) -> ExitCode {
         Command::Entry(command) => finish(commands::diary::entry(&command).await),
         Command::Identity(command) => finish(commands::diary::identity(&command).await),
         Command::Continuity(command) => finish(commands::continuity::continuity(&command).await),
+        Command::Mcp(command) => finish(commands::mcp::mcp(&command).await),
         Command::Config(ConfigCommand::Dump(flags)) => {
             match load(registry, cli.config.as_ref(), &flags).and_then(|c| c.to_toml()) {
                 Ok(text) => {

@@ -684,6 +684,97 @@ async fn cli_diary_entry_sign_and_verify() {
     assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
 }
 
+/// `noema mcp tools`: the tools the endpoint lists for a token, by name or as JSON; a
+/// narrower token sees fewer, and never one it may not call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_mcp_tools_lists_what_the_token_may_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut running = start_up(&data, &dir.path().join("noema.log"));
+    let owner = std::fs::read_to_string(data.join("owner.token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let issued: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/v1/security/tokens/issue", running.rest))
+        .bearer_auth(&owner)
+        .json(&serde_json::json!({"peer_id": "mcp-reader", "scopes": ["ledger:read"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let reader = issued["token"].as_str().unwrap();
+
+    let names = |token: &str| {
+        let out = run(noema().args(["mcp", "tools", "--rest", &running.rest, "--token", token]));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+            .lines()
+            .map(|line| {
+                line.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect::<Vec<_>>()
+    };
+    let all = names(&owner);
+    let few = names(reader);
+    for name in [
+        "ledger_status",
+        "ledger_stop",
+        "security.tokens_issue",
+        "diaries_create",
+    ] {
+        assert!(
+            all.contains(&name.to_owned()),
+            "owner lacks {name}: {all:?}"
+        );
+    }
+    assert!(few.contains(&"ledger_status".to_owned()), "{few:?}");
+    for name in ["ledger_stop", "security.tokens_issue", "diaries_create"] {
+        assert!(!few.contains(&name.to_owned()), "ledger:read lists {name}");
+    }
+    assert!(few.iter().all(|name| all.contains(name)));
+
+    let out = run(noema().args([
+        "mcp",
+        "tools",
+        "--json",
+        "--rest",
+        &running.rest,
+        "--token",
+        reader,
+    ]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let tools: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| {
+            assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
+            tool["name"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(listed, few);
+
+    let out = run(noema().args([
+        "mcp",
+        "tools",
+        "--rest",
+        &running.rest,
+        "--token",
+        "not-a-token",
+    ]));
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("401"), "{}", text(&out.stderr));
+    sigterm(&running.child);
+    assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
+}
+
 /// `--log-format json`: every line `noema up` writes on stderr is one JSON object with a
 /// timestamp, a level and a message, from start-up to the drain after SIGTERM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1132,6 +1223,81 @@ async fn bench_ledger_reports_every_phase_and_its_writes_are_real() {
         2 + ops("canonical_put") + ops("reference_put"),
         "{audit}"
     );
+    sigterm(&running.child);
+    assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
+}
+
+/// `--transports rest,mcp`: the same operations as MCP tool calls, every call a success
+/// (real writes), and the p50 overhead of a tool call over its REST route reported per
+/// operation (reported, never judged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_ledger_measures_mcp_tool_calls_against_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut running = start_up(&data, &dir.path().join("noema.log"));
+    let flags = [
+        "--endpoint".to_owned(),
+        format!("http://{}", running.grpc),
+        "--data-dir".to_owned(),
+        data.display().to_string(),
+    ];
+    let out = run(noema()
+        .args(["bench", "ledger", "--concurrency", "2", "--duration", "1"])
+        .args([
+            "--ops",
+            "canonical_put,canonical_get",
+            "--transports",
+            "rest,mcp",
+        ])
+        .args(["--rest", &running.rest])
+        .args(&flags));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = report["results"].as_array().unwrap();
+    let phases: Vec<(&str, &str)> = results
+        .iter()
+        .map(|r| (r["op"].as_str().unwrap(), r["transport"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            ("canonical_put", "rest"),
+            ("canonical_put", "mcp"),
+            ("canonical_get", "rest"),
+            ("canonical_get", "mcp"),
+        ]
+    );
+    for r in results {
+        assert_eq!(r["errors"], 0, "{r}");
+        assert!(r["ops"].as_u64().unwrap() > 0, "{r}");
+    }
+    let overhead = report["mcp_overhead_p50_ms"].as_object().unwrap();
+    assert_eq!(
+        overhead.keys().collect::<Vec<_>>(),
+        ["canonical_get", "canonical_put"]
+    );
+    for (op, ms) in overhead {
+        let p50 = |transport: &str| {
+            results
+                .iter()
+                .find(|r| r["op"] == op.as_str() && r["transport"] == transport)
+                .unwrap()["p50_ms"]
+                .as_f64()
+                .unwrap()
+        };
+        let expected = ((p50("mcp") - p50("rest")) * 1000.0).round() / 1000.0;
+        assert!((ms.as_f64().unwrap() - expected).abs() < 1e-9, "{op}: {ms}");
+    }
+    // The MCP puts are real writes: the ledger holds every counted one.
+    let out = run(noema().args(["ledger", "reconcile"]).args(&flags));
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let reconcile: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let puts: u64 = results
+        .iter()
+        .filter(|r| r["op"] == "canonical_put")
+        .map(|r| r["ops"].as_u64().unwrap())
+        .sum();
+    assert_eq!(reconcile["checked"], 1 + puts, "{reconcile}");
     sigterm(&running.child);
     assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
 }

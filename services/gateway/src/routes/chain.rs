@@ -53,7 +53,11 @@ pub fn routes() -> Vec<Route> {
                 "Noema: verify an agent's signature chain",
                 verify_chain,
             )
-            .calls("VerifyChain"),
+            .calls("VerifyChain")
+            .tool(
+                "agents_verify_chain",
+                "Verify the hash chain of an agent's signed entries",
+            ),
     ]
 }
 

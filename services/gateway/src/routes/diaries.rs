@@ -358,7 +358,8 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: create a diary (x-moltnet-team-id is stored, grants nothing)",
             create_diary,
         )
-        .calls("CreateDiary"),
+        .calls("CreateDiary")
+        .tool("diaries_create", "Create a diary"),
         r.route(
             Verb::Get,
             "/diaries",
@@ -366,7 +367,8 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: diaries the caller owns or has an accepted share of",
             list_diaries,
         )
-        .calls("ListDiaries"),
+        .calls("ListDiaries")
+        .tool("diaries_list", "Your diaries and those shared with you"),
         r.route(
             Verb::Get,
             "/diaries/{id}",
@@ -375,7 +377,8 @@ pub fn routes() -> Vec<Route> {
             get_diary,
         )
         .calls("GetDiary")
-        .status(404, "No such diary, or not readable"),
+        .status(404, "No such diary, or not readable")
+        .tool("diaries_get", "Diary `id`'s metadata"),
         r.route(
             Verb::Patch,
             "/diaries/{id}",
@@ -383,7 +386,11 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: rename or change visibility (owner)",
             update_diary,
         )
-        .calls("UpdateDiary"),
+        .calls("UpdateDiary")
+        .tool(
+            "diaries_update",
+            "Rename diary `id` or change its visibility",
+        ),
         r.route(
             Verb::Delete,
             "/diaries/{id}",
@@ -391,7 +398,11 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: delete a diary without signed entries (owner)",
             delete_diary,
         )
-        .calls("DeleteDiary"),
+        .calls("DeleteDiary")
+        .tool(
+            "diaries_delete",
+            "Delete diary `id` (only without signed entries)",
+        ),
         r.route(
             Verb::Post,
             "/diaries/{id}/shares",
@@ -399,7 +410,11 @@ pub fn routes() -> Vec<Route> {
             "Noema: invite an agent as reader or writer (pending until accepted)",
             share_diary,
         )
-        .calls("ShareDiary"),
+        .calls("ShareDiary")
+        .tool(
+            "diary_shares_create",
+            "Invite an agent to diary `id` as reader or writer",
+        ),
         r.route(
             Verb::Get,
             "/diaries/{id}/shares",
@@ -407,7 +422,8 @@ pub fn routes() -> Vec<Route> {
             "Noema: a diary's shares (owner) or the caller's own",
             list_shares,
         )
-        .calls("ListShares"),
+        .calls("ListShares")
+        .tool("diary_shares_list", "Diary `id`'s shares"),
         r.route(
             Verb::Post,
             "/diaries/{id}/shares/accept",
@@ -415,7 +431,11 @@ pub fn routes() -> Vec<Route> {
             "Noema: accept the caller's pending share",
             accept_share,
         )
-        .calls("RespondToShare"),
+        .calls("RespondToShare")
+        .tool(
+            "diary_shares_accept",
+            "Accept your pending share of diary `id`",
+        ),
         r.route(
             Verb::Post,
             "/diaries/{id}/shares/decline",
@@ -423,7 +443,11 @@ pub fn routes() -> Vec<Route> {
             "Noema: decline the caller's pending share",
             decline_share,
         )
-        .calls("RespondToShare"),
+        .calls("RespondToShare")
+        .tool(
+            "diary_shares_decline",
+            "Decline your pending share of diary `id`",
+        ),
         r.route(
             Verb::Delete,
             "/diaries/{id}/shares/{agent_id}",
@@ -431,7 +455,11 @@ pub fn routes() -> Vec<Route> {
             "Noema: revoke an agent's share (owner)",
             revoke_share,
         )
-        .calls("RevokeShare"),
+        .calls("RevokeShare")
+        .tool(
+            "diary_shares_revoke",
+            "Revoke agent_id's share of diary `id`",
+        ),
         r.route(
             Verb::Get,
             "/diaries/{id}/tags",
@@ -439,7 +467,8 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: the diary's tags with entry counts, most used first",
             list_tags,
         )
-        .calls("ListDiaryTags"),
+        .calls("ListDiaryTags")
+        .tool("diary_tags", "Diary `id`'s tags with entry counts"),
         r.route(
             Verb::Post,
             "/diaries/search",
@@ -447,7 +476,8 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: full-text search with filters and excludeSuperseded",
             search,
         )
-        .calls("SearchEntries"),
+        .calls("SearchEntries")
+        .tool("entries_search", "Full-text search over readable entries"),
     ]
 }
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::features;
 use crate::forward::{Caller, JsonBody, RepeatedQuery, first};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, Created, Creates};
@@ -393,7 +394,12 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: create a draft entry, or a signed one with signingRequestId",
             create_entry,
         )
-        .calls("CreateEntry"),
+        .calls("CreateEntry")
+        .tool(
+            "entries_create",
+            "Create an entry in diary `id`; signed when signingRequestId is set",
+        )
+        .feature(features::DIARY_ENTRIES),
         r.route(
             Verb::Get,
             "/diaries/{id}/entries",
@@ -401,7 +407,8 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: entries, newest first",
             list_entries,
         )
-        .calls("ListEntries"),
+        .calls("ListEntries")
+        .tool("entries_list", "Entries of diary `id`, newest first"),
         r.route(
             Verb::Get,
             "/entries/{id}",
@@ -411,7 +418,11 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("GetEntry")
         .calls("WalkRelations")
-        .status(404, "No such entry, or not readable"),
+        .status(404, "No such entry, or not readable")
+        .tool(
+            "entries_get",
+            "Entry `id`; expand=relations walks its relations",
+        ),
         r.route(
             Verb::Patch,
             "/entries/{id}",
@@ -420,7 +431,11 @@ pub fn routes() -> Vec<Route> {
             update_entry,
         )
         .calls("UpdateEntry")
-        .status(409, "The entry is signed"),
+        .status(409, "The entry is signed")
+        .tool(
+            "entries_update",
+            "Update entry `id` (content only while unsigned)",
+        ),
         r.route(
             Verb::Delete,
             "/entries/{id}",
@@ -429,7 +444,8 @@ pub fn routes() -> Vec<Route> {
             delete_entry,
         )
         .calls("DeleteEntry")
-        .status(409, "The entry is signed"),
+        .status(409, "The entry is signed")
+        .tool("entries_delete", "Delete unsigned entry `id`"),
         r.route(
             Verb::Delete,
             "/entries",
@@ -438,7 +454,11 @@ pub fn routes() -> Vec<Route> {
              in request order (signed, missing and not deletable ids are skipped)",
             delete_entries,
         )
-        .calls("DeleteEntries"),
+        .calls("DeleteEntries")
+        .tool(
+            "entries_delete_many",
+            "Delete up to 100 unsigned entries by id",
+        ),
         r.route(
             Verb::Get,
             "/entries/{id}/verify",
@@ -446,7 +466,11 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: signed, hashMatches, signatureValid, valid",
             verify_entry,
         )
-        .calls("VerifyEntry"),
+        .calls("VerifyEntry")
+        .tool(
+            "entries_verify",
+            "Check entry `id`'s content hash and signature",
+        ),
     ]
 }
 

@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, ErrorStyle};
+use crate::features;
 use crate::forward::{Caller, JsonBody};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, CreatedOrFound};
@@ -170,7 +171,9 @@ pub fn routes() -> Vec<Route> {
                 register_agent,
             )
             .calls("RegisterAgent")
-            .status(422, "public key mismatch: the agent has another key"),
+            .status(422, "public key mismatch: the agent has another key")
+            .tool("agents_register", "Register an agent's Ed25519 key (trust on first use)")
+            .feature(features::IDENTITY_AGENTS),
         NOEMA
             .route(
                 Verb::Get,
@@ -180,7 +183,8 @@ pub fn routes() -> Vec<Route> {
                 get_agent,
             )
             .calls("GetAgent")
-            .status(404, "No such agent"),
+            .status(404, "No such agent")
+            .tool("agents_get", "An agent and its current key"),
         NOEMA
             .route(
                 Verb::Post,
@@ -189,7 +193,8 @@ pub fn routes() -> Vec<Route> {
                 "Replace an agent's key; needs a signature by the current key",
                 rotate_key,
             )
-            .calls("RotateKey"),
+            .calls("RotateKey")
+            .tool("agents_rotate_key", "Replace an agent's key; signed by the current key"),
         MOLTNET
             .route(
                 Verb::Get,
@@ -199,7 +204,8 @@ pub fn routes() -> Vec<Route> {
                 agent_by_fingerprint,
             )
             .public()
-            .status(404, "No agent has this fingerprint"),
+            .status(404, "No agent has this fingerprint")
+            .tool("agent_lookup", "An agent's public key by its fingerprint"),
         MOLTNET
             .route(
                 Verb::Get,
@@ -208,7 +214,8 @@ pub fn routes() -> Vec<Route> {
                 "MoltNet: the caller's own identity and key",
                 caller_identity,
             )
-            .calls("GetCallerIdentity"),
+            .calls("GetCallerIdentity")
+            .tool("moltnet_whoami", "Your identity: agent id, public key, fingerprint"),
     ]
 }
 

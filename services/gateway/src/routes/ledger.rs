@@ -70,11 +70,14 @@ async fn resume(caller: Caller) -> Answer<SystemStateBody> {
     Ok(GoJson(response.into_inner().into()))
 }
 
+/// The most items an open-cognition list returns.
+pub const MAX_LIST_LIMIT: u32 = 200;
+
 /// open-cognition's list parameters: a non-integer or negative value means the default,
 /// larger values clamp to 200, and 0 is honoured.
 pub fn list_limit(raw: Option<&str>) -> u32 {
     const DEFAULT: u32 = 50;
-    const MAX: u32 = 200;
+    const MAX: u32 = MAX_LIST_LIMIT;
     match raw.map(str::parse::<i64>) {
         Some(Ok(n)) if n >= 0 => u32::try_from(n.min(i64::from(MAX))).unwrap_or(MAX),
         _ => DEFAULT,
@@ -164,7 +167,8 @@ pub fn routes() -> Vec<Route> {
             "System mode (RUNNING or STOPPED)",
             status,
         )
-        .calls("GetStatus"),
+        .calls("GetStatus")
+        .tool("ledger_status", "System mode: RUNNING or STOPPED"),
         r.route(
             Verb::Post,
             "/stop",
@@ -172,7 +176,11 @@ pub fn routes() -> Vec<Route> {
             "Halt writes; reads continue. Actor from X-Actor",
             stop,
         )
-        .calls("Stop"),
+        .calls("Stop")
+        .tool(
+            "ledger_stop",
+            "Halt ledger writes (reads go on); X-Actor names who",
+        ),
         r.route(
             Verb::Post,
             "/resume",
@@ -180,7 +188,8 @@ pub fn routes() -> Vec<Route> {
             "Accept writes again. Actor from X-Actor",
             resume,
         )
-        .calls("Resume"),
+        .calls("Resume")
+        .tool("ledger_resume", "Accept ledger writes again"),
         r.route(
             Verb::Get,
             "/audit",
@@ -188,7 +197,11 @@ pub fn routes() -> Vec<Route> {
             "Audit log, newest first, hash-chained",
             audit,
         )
-        .calls("ListAudit"),
+        .calls("ListAudit")
+        .tool(
+            "ledger_audit",
+            "The ledger's audit log, newest first, hash-chained",
+        ),
     ]
 }
 

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ErrorStyle};
+use crate::features;
 use crate::forward::{Caller, RawJson};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, Created, Creates, Payload};
@@ -577,7 +578,9 @@ pub fn routes() -> Vec<Route> {
             put_canonical,
         )
         .calls("PutCanonical")
-        .status(409, "An object with this id exists"),
+        .status(409, "An object with this id exists")
+        .tool("ledger_put_canonical", "Store a content-addressed object (payload: standard base64)")
+        .feature(features::LEDGER_OBJECTS),
         r.route(
             Verb::Post,
             "/reference",
@@ -586,7 +589,9 @@ pub fn routes() -> Vec<Route> {
             put_reference,
         )
         .calls("PutReference")
-        .status(409, "A reference with this id exists"),
+        .status(409, "A reference with this id exists")
+        .tool("ledger_put_reference", "Record an Ed25519-signed agent reference to an object")
+        .feature(features::LEDGER_REFERENCES),
         r.route(
             Verb::Get,
             "/canonicals",
@@ -594,7 +599,8 @@ pub fn routes() -> Vec<Route> {
             "Canonical objects, newest created_at first",
             list_canonicals,
         )
-        .calls("ListCanonicals"),
+        .calls("ListCanonicals")
+        .tool("ledger_list_canonicals", "Canonical objects, newest first, filtered"),
         r.route(
             Verb::Get,
             "/canonicals/{id}",
@@ -603,7 +609,8 @@ pub fn routes() -> Vec<Route> {
             get_canonical,
         )
         .calls("GetCanonical")
-        .status(404, "No such object"),
+        .status(404, "No such object")
+        .tool("ledger_get_canonical", "A canonical object's metadata"),
         r.route(
             Verb::Get,
             "/canonicals/{id}/payload",
@@ -613,7 +620,8 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("GetCanonical")
         .calls("GetCanonicalPayload")
-        .status(404, "No such object"),
+        .status(404, "No such object")
+        .tool("ledger_get_payload", "A canonical object's bytes (text, or base64)"),
         r.route(
             Verb::Get,
             "/references",
@@ -621,7 +629,8 @@ pub fn routes() -> Vec<Route> {
             "Agent references, newest created_at first",
             list_references,
         )
-        .calls("ListReferences"),
+        .calls("ListReferences")
+        .tool("ledger_list_references", "Agent references, newest first, filtered"),
         r.route(
             Verb::Get,
             "/reconcile",
@@ -629,7 +638,8 @@ pub fn routes() -> Vec<Route> {
             "Ledger rows missing from storage, storage objects with no row, corrupt objects",
             reconcile,
         )
-        .calls("Reconcile"),
+        .calls("Reconcile")
+        .tool("ledger_reconcile", "Missing, orphaned and (verify_hashes) corrupt stored objects"),
     ]
 }
 

@@ -4,7 +4,9 @@
 pub mod chain;
 pub mod continuity;
 pub mod diaries;
+pub mod discovery;
 pub mod entries;
+pub mod help;
 pub mod identity;
 pub mod ledger;
 pub mod ledger_objects;

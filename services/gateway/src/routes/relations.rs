@@ -227,7 +227,8 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: relate this entry (source) to targetId",
             create_relation,
         )
-        .calls("CreateRelation"),
+        .calls("CreateRelation")
+        .tool("relations_create", "Relate entry `id` (source) to targetId"),
         r.route(
             Verb::Get,
             "/entries/{id}/relations",
@@ -236,7 +237,8 @@ pub fn routes() -> Vec<Route> {
             list_relations,
         )
         .calls("ListRelations")
-        .calls("WalkRelations"),
+        .calls("WalkRelations")
+        .tool("relations_list", "Entry `id`'s relations"),
         r.route(
             Verb::Patch,
             "/relations/{id}",
@@ -244,7 +246,8 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: change a relation's status",
             update_relation,
         )
-        .calls("UpdateRelation"),
+        .calls("UpdateRelation")
+        .tool("relations_update", "Change relation `id`'s status"),
         r.route(
             Verb::Delete,
             "/relations/{id}",
@@ -252,7 +255,8 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: delete a relation (204)",
             delete_relation,
         )
-        .calls("DeleteRelation"),
+        .calls("DeleteRelation")
+        .tool("relations_delete", "Delete relation `id`"),
     ]
 }
 

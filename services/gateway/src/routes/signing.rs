@@ -7,6 +7,7 @@ use noema_proto::identity::v1 as pb;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::features;
 use crate::forward::{Caller, JsonBody, RepeatedQuery, first};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, Created, Creates};
@@ -314,7 +315,12 @@ pub fn routes() -> Vec<Route> {
             create_signing_request,
         )
         .calls("CreateSigningRequest")
-        .status(429, "The agent holds as many pending requests as allowed"),
+        .status(429, "The agent holds as many pending requests as allowed")
+        .tool(
+            "crypto_prepare_signature",
+            "Signing request over a message or draft entry (entryId); sign signingInput locally",
+        )
+        .feature(features::DIARY_SIGNING),
         r.route(
             Verb::Get,
             "/crypto/signing-requests",
@@ -330,7 +336,11 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: one of the caller's signing requests",
             get_signing_request,
         )
-        .calls("GetSigningRequest"),
+        .calls("GetSigningRequest")
+        .tool(
+            "crypto_signing_status",
+            "Signing request `id` and its status",
+        ),
         r.route(
             Verb::Post,
             "/crypto/signing-requests/{id}/sign",
@@ -339,7 +349,11 @@ pub fn routes() -> Vec<Route> {
             sign,
         )
         .calls("SubmitSignature")
-        .status(409, "The request expired or has its signature already"),
+        .status(409, "The request expired or has its signature already")
+        .tool(
+            "crypto_submit_signature",
+            "Submit your Ed25519 signature over signingInput (base64)",
+        ),
         r.route(
             Verb::Post,
             "/crypto/verify",
@@ -347,7 +361,11 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: whether a signature belongs to a valid completed request (public; a token adds the signer and message)",
             verify_signature,
         )
-        .public(),
+        .public()
+        .tool(
+            "crypto_verify",
+            "Whether a signature belongs to a completed signing request",
+        ),
         r.route(
             Verb::Post,
             "/agents/{fingerprint}/verify",

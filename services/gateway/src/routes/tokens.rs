@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, ErrorStyle};
+use crate::features;
 use crate::forward::{Caller, JsonBody};
 use crate::go_json::GoJson;
 use crate::reply::Answer;
@@ -318,7 +319,11 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: tokens, newest first",
             list_tokens,
         )
-        .calls("ListTokens"),
+        .calls("ListTokens")
+        .tool(
+            "security.tokens_list",
+            "API tokens (metadata, never secrets)",
+        ),
         r.route(
             Verb::Post,
             "/v1/security/tokens/issue",
@@ -326,7 +331,12 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: issue a token (shown once)",
             issue_token,
         )
-        .calls("IssueToken"),
+        .calls("IssueToken")
+        .tool(
+            "security.tokens_issue",
+            "Issue a scoped API token (the secret is shown once)",
+        )
+        .feature(features::SECURITY_TOKENS),
         r.route(
             Verb::Post,
             "/v1/security/tokens/revoke",
@@ -334,7 +344,11 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: revoke by token_id, token_sha256 or peer_id",
             revoke_token,
         )
-        .calls("RevokeToken"),
+        .calls("RevokeToken")
+        .tool(
+            "security.tokens_revoke",
+            "Revoke tokens by token_id, token_sha256 or peer_id",
+        ),
         r.route(
             Verb::Post,
             "/v1/security/tokens/rotate",
@@ -342,7 +356,11 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: replace a token, revoking the old one",
             rotate_token,
         )
-        .calls("RotateToken"),
+        .calls("RotateToken")
+        .tool(
+            "security.tokens_rotate",
+            "Replace a token; the old one is revoked",
+        ),
     ]
 }
 

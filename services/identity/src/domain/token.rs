@@ -137,46 +137,18 @@ fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
 
-/// CogniRelay's templates (`shared/compat/cognirelay.md` §13). `owner` is the superuser.
+/// CogniRelay's templates (`noema_core::scopes::TOKEN_TEMPLATES`). `owner` is the superuser.
 pub fn template(name: &str) -> Result<Template, IdentityError> {
-    match name {
-        "owner" => Ok(Template {
-            scopes: strings(&[scopes::SUPERUSER_SCOPE]),
-            read_namespaces: strings(&["*"]),
-            write_namespaces: strings(&["*"]),
-        }),
-        "collaboration_peer" => Ok(Template {
-            scopes: strings(&["read:files", "search", "write:messages", "write:projects"]),
-            read_namespaces: strings(&["memory/coordination", "messages", "tasks"]),
-            write_namespaces: strings(&[
-                "memory/coordination/handoffs",
-                "memory/coordination/shared",
-                "memory/coordination/reconciliations",
-                "messages",
-                "tasks",
-            ]),
-        }),
-        "replication_peer" => Ok(Template {
-            scopes: strings(&["replication:sync", "read:files", "write:messages"]),
-            read_namespaces: strings(&["*"]),
-            write_namespaces: strings(&[
-                "archive",
-                "essays",
-                "journal",
-                "memory",
-                "messages",
-                "patches",
-                "peers",
-                "projects",
-                "runs",
-                "snapshots",
-                "tasks",
-            ]),
-        }),
-        other => Err(IdentityError::InvalidArgument(format!(
-            "unknown template {other:?}; expected owner, collaboration_peer or replication_peer"
-        ))),
-    }
+    let template = scopes::token_template(name).ok_or_else(|| {
+        IdentityError::InvalidArgument(format!(
+            "unknown template {name:?}; expected owner, collaboration_peer or replication_peer"
+        ))
+    })?;
+    Ok(Template {
+        scopes: strings(template.scopes),
+        read_namespaces: strings(template.read_namespaces),
+        write_namespaces: strings(template.write_namespaces),
+    })
 }
 
 /// What a new token should carry, validated. Built from an issue or rotate request.

@@ -79,6 +79,9 @@ pub enum Operation {
 pub enum Transport {
     Grpc,
     Rest,
+    /// MCP `tools/call` at `/v1/mcp` with the REST call's body as arguments: against a
+    /// `rest` phase of the same operation, the overhead of a tool call.
+    Mcp,
 }
 
 /// The name a value has on the command line, which is also its name in the JSON report.
@@ -134,19 +137,7 @@ impl Target {
                     .map_err(|e| e.to_string())
             }
             (Operation::CanonicalPut, Transport::Rest) => {
-                let r = canonical_request(
-                    self.payload(),
-                    "observation",
-                    "application/json",
-                    "bench",
-                    now,
-                );
-                let body = json!({
-                    "schema_version": r.schema_version, "id": r.id, "object_type": r.object_type,
-                    "content_type": r.content_type, "size_bytes": r.size_bytes, "created_at": r.created_at,
-                    "created_by": r.created_by, "storage_path": r.storage_path,
-                    "payload": data_encoding::BASE64.encode(&r.payload),
-                });
+                let body = self.canonical_body(now);
                 self.rest_call(
                     self.http
                         .post(format!("{}/canonical", self.rest))
@@ -154,6 +145,10 @@ impl Target {
                     201,
                 )
                 .await
+            }
+            (Operation::CanonicalPut, Transport::Mcp) => {
+                let body = self.canonical_body(now);
+                self.mcp_call("ledger_put_canonical", body).await
             }
             (Operation::ReferencePut, Transport::Grpc) => {
                 let request =
@@ -165,14 +160,12 @@ impl Target {
                     .map(drop)
                     .map_err(|e| e.to_string())
             }
+            (Operation::ReferencePut, Transport::Mcp) => {
+                let body = self.reference_body(now)?;
+                self.mcp_call("ledger_put_reference", body).await
+            }
             (Operation::ReferencePut, Transport::Rest) => {
-                let r = signed_reference(&self.key, &self.agent, &self.object_id, "bench", now)
-                    .map_err(|e| e.to_string())?;
-                let body = json!({
-                    "schema_version": r.schema_version, "id": r.id, "canonical_object_id": r.canonical_object_id,
-                    "agent_id": r.agent_id, "created_at": r.created_at, "context": r.context,
-                    "signature": r.signature, "public_key": r.public_key,
-                });
+                let body = self.reference_body(now)?;
                 self.rest_call(
                     self.http
                         .post(format!("{}/reference", self.rest))
@@ -198,7 +191,65 @@ impl Target {
                 )
                 .await
             }
+            (Operation::CanonicalGet, Transport::Mcp) => {
+                self.mcp_call("ledger_get_canonical", json!({"id": self.object_id}))
+                    .await
+            }
         }
+    }
+
+    /// A new canonical object as `POST /canonical`'s body.
+    fn canonical_body(&self, now: OffsetDateTime) -> Value {
+        let r = canonical_request(
+            self.payload(),
+            "observation",
+            "application/json",
+            "bench",
+            now,
+        );
+        json!({
+            "schema_version": r.schema_version, "id": r.id, "object_type": r.object_type,
+            "content_type": r.content_type, "size_bytes": r.size_bytes, "created_at": r.created_at,
+            "created_by": r.created_by, "storage_path": r.storage_path,
+            "payload": data_encoding::BASE64.encode(&r.payload),
+        })
+    }
+
+    /// A new signed reference to the anchor object as `POST /reference`'s body.
+    fn reference_body(&self, now: OffsetDateTime) -> Result<Value, String> {
+        let r = signed_reference(&self.key, &self.agent, &self.object_id, "bench", now)
+            .map_err(|e| e.to_string())?;
+        Ok(json!({
+            "schema_version": r.schema_version, "id": r.id, "canonical_object_id": r.canonical_object_id,
+            "agent_id": r.agent_id, "created_at": r.created_at, "context": r.context,
+            "signature": r.signature, "public_key": r.public_key,
+        }))
+    }
+
+    /// One MCP `tools/call`; a JSON-RPC error or an `isError` result is a failure.
+    async fn mcp_call(&self, tool: &str, arguments: Value) -> Result<(), String> {
+        let response = self
+            .http
+            .post(format!("{}/v1/mcp", self.rest))
+            .bearer_auth(&self.token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": tool, "arguments": arguments}}))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.map_err(|e| e.to_string())?;
+        if status != 200 {
+            return Err(format!("HTTP {status}"));
+        }
+        if let Some(error) = body.get("error") {
+            return Err(format!("JSON-RPC error {error}"));
+        }
+        if body["result"]["isError"] != Value::Bool(false) {
+            return Err(format!("tool error {}", body["result"]["content"]));
+        }
+        Ok(())
     }
 
     async fn rest_call(&self, request: reqwest::RequestBuilder, expect: u16) -> Result<(), String> {
@@ -404,13 +455,41 @@ pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
             );
         }
     }
+    let mcp_overhead = mcp_overhead(&results);
     say_json(&json!({
         "started_at": utc_seconds(OffsetDateTime::now_utc()),
         "concurrency": args.concurrency,
         "seconds_per_phase": args.duration,
         "payload_bytes": args.payload_bytes,
         "results": results,
+        "mcp_overhead_p50_ms": mcp_overhead,
         "server_peak_rss_mb": args.server_pid.and_then(peak_rss_mb),
     }));
     Ok(())
+}
+
+/// Per operation measured over both REST and MCP: the MCP phase's p50 minus the REST
+/// phase's (what a tool call adds to the same route), in ms; null when no such pair ran.
+fn mcp_overhead(results: &[Value]) -> Value {
+    let p50 = |op: &Value, transport: Transport| {
+        results
+            .iter()
+            .find(|r| &r["op"] == op && r["transport"] == name(&transport).as_str())
+            .and_then(|r| r["p50_ms"].as_f64())
+    };
+    let overhead: serde_json::Map<String, Value> = results
+        .iter()
+        .filter(|r| r["transport"] == name(&Transport::Mcp).as_str())
+        .filter_map(|r| {
+            let mcp = p50(&r["op"], Transport::Mcp)?;
+            let rest = p50(&r["op"], Transport::Rest)?;
+            let op = r["op"].as_str()?.to_owned();
+            Some((op, json!(((mcp - rest) * 1000.0).round() / 1000.0)))
+        })
+        .collect();
+    if overhead.is_empty() {
+        Value::Null
+    } else {
+        Value::Object(overhead)
+    }
 }

@@ -7,6 +7,7 @@ pub mod connect;
 pub mod continuity;
 pub mod diary;
 pub mod ledger;
+pub mod mcp;
 
 use std::io::Write;
 

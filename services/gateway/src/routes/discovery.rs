@@ -1,0 +1,461 @@
+//! CogniRelay's discovery surfaces (seed 001's bootstrap sequence; `shared/compat/
+//! cognirelay.md` §0, §13, §14): capabilities, health, discovery, the tool catalog,
+//! manifest, contracts, governance policy and the two well-known documents. Every value
+//! is generated from the route table and the MCP tool table that serve requests, so they
+//! cannot drift. They need no token, as in the original, and say nothing about any
+//! tenant: only what this build serves.
+//!
+//! `service` stays `"cognirelay"` in `/health` and `/v1/manifest`: these are CogniRelay's
+//! surfaces and a client that checks the name is checking for its contract, which Noema
+//! serves; `implementation` says it is Noema. Nothing Noema has no equivalent for is
+//! invented: `repo_root` and `latest_commit` are null and `git_initialized` false (no git
+//! repository; durability is the ledger's), `signed_ingress_required` is false while no
+//! message route is served.
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use noema_core::scopes::TOKEN_TEMPLATES;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::error::ErrorStyle;
+use crate::features;
+use crate::go_json::GoJson;
+use crate::mcp;
+use crate::route::{Access, Route, Routes, Verb};
+
+const DISCOVERY: Routes = Routes::new("discovery", ErrorStyle::CogniRelay, "");
+
+/// The contract version of the CogniRelay surfaces served (its `contract_version`).
+pub const CONTRACT_VERSION: &str = "2026-02-25";
+
+/// What `service` says in CogniRelay's bodies (see the module doc).
+pub const SERVICE: &str = "cognirelay";
+
+const AUTH_HEADER: &str = "Authorization: Bearer <token>";
+
+/// What every discovery surface is generated from, computed once from the route table.
+struct Surfaces {
+    /// `verb path` → route summary, scope, tool.
+    routes: Vec<RouteInfo>,
+    features: BTreeMap<&'static str, &'static str>,
+}
+
+struct RouteInfo {
+    verb: Verb,
+    path: &'static str,
+    scope: Option<&'static str>,
+    tool: Option<&'static str>,
+}
+
+impl Surfaces {
+    fn serves(&self, verb: Verb, path: &str) -> bool {
+        self.routes.iter().any(|r| r.verb == verb && r.path == path)
+    }
+}
+
+fn surfaces() -> &'static Surfaces {
+    static SURFACES: LazyLock<Surfaces> = LazyLock::new(|| {
+        let table = crate::route_table();
+        let mut features = BTreeMap::new();
+        for feature in table.iter().flat_map(|r| r.features.iter()) {
+            features.insert(feature.key, feature.summary);
+        }
+        let routes = table
+            .iter()
+            .map(|route| RouteInfo {
+                verb: route.verb,
+                path: route.path,
+                scope: match route.access {
+                    Access::Public => None,
+                    Access::Rpcs(_) => {
+                        Some(route.scope().unwrap_or(noema_core::scopes::AUTHENTICATED))
+                    }
+                },
+                tool: route.tool.map(|t| t.name),
+            })
+            .collect();
+        Surfaces { routes, features }
+    });
+    &SURFACES
+}
+
+/// One feature of the v1 map.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FeatureSummary {
+    pub summary: &'static str,
+}
+
+/// `{"version": "1", "features": {key: {summary}}}`, keys sorted: the same bytes on every
+/// call of a build.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CapabilitiesV1 {
+    pub features: BTreeMap<&'static str, FeatureSummary>,
+    /// Changes only with an incompatible change of this shape.
+    pub version: &'static str,
+}
+
+/// The features of the routes this instance serves.
+pub fn capabilities_v1() -> CapabilitiesV1 {
+    CapabilitiesV1 {
+        features: surfaces()
+            .features
+            .iter()
+            .map(|(key, summary)| (*key, FeatureSummary { summary }))
+            .collect(),
+        version: "1",
+    }
+}
+
+async fn get_capabilities_v1() -> GoJson<CapabilitiesV1> {
+    GoJson(capabilities_v1())
+}
+
+/// The legacy flat list: the same keys.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CapabilitiesLegacy {
+    pub features: Vec<&'static str>,
+}
+
+async fn get_capabilities() -> GoJson<CapabilitiesLegacy> {
+    GoJson(CapabilitiesLegacy {
+        features: surfaces().features.keys().copied().collect(),
+    })
+}
+
+/// CogniRelay's health body, with Noema's values (see the module doc).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Health {
+    pub contract_version: &'static str,
+    /// Always false: Noema keeps no git repository.
+    pub git_initialized: bool,
+    /// `noema`: what answers under CogniRelay's name.
+    pub implementation: &'static str,
+    /// Always null (no git repository).
+    pub latest_commit: Option<String>,
+    pub ok: bool,
+    /// Always null: no repository path is published.
+    pub repo_root: Option<String>,
+    /// `cognirelay`.
+    pub service: &'static str,
+    /// Whether message ingress must be signed: false while no message route is served.
+    pub signed_ingress_required: bool,
+    /// Now, UTC seconds (`2026-01-31T12:00:00Z`).
+    pub time: String,
+    /// Noema's version.
+    pub version: &'static str,
+}
+
+async fn health() -> GoJson<Health> {
+    GoJson(Health {
+        contract_version: CONTRACT_VERSION,
+        git_initialized: false,
+        implementation: "noema",
+        latest_commit: None,
+        ok: true,
+        repo_root: None,
+        service: SERVICE,
+        signed_ingress_required: false,
+        time: noema_core::time::rfc3339_seconds(time::OffsetDateTime::now_utc()),
+        version: env!("CARGO_PKG_VERSION"),
+    })
+}
+
+/// The MCP versions the endpoint negotiates, oldest first.
+fn mcp_versions() -> Vec<&'static str> {
+    mcp::protocol_versions()
+}
+
+/// Entry points this build serves, by CogniRelay's names.
+fn entrypoints() -> BTreeMap<&'static str, &'static str> {
+    const NAMED: [(&str, Verb, &str); 10] = [
+        ("capabilities", Verb::Get, "/v1/capabilities"),
+        ("contracts", Verb::Get, "/v1/contracts"),
+        ("governance_policy", Verb::Get, "/v1/governance/policy"),
+        ("help", Verb::Get, "/v1/help"),
+        ("manifest", Verb::Get, "/v1/manifest"),
+        ("mcp_rpc", Verb::Post, mcp::PATH),
+        ("mcp_well_known", Verb::Get, "/.well-known/mcp.json"),
+        ("openapi", Verb::Get, "/openapi.json"),
+        ("tools", Verb::Get, "/v1/discovery/tools"),
+        ("health", Verb::Get, "/health"),
+    ];
+    NAMED
+        .iter()
+        .filter(|(_, verb, path)| surfaces().serves(*verb, path))
+        .map(|(name, _, path)| (*name, *path))
+        .collect()
+}
+
+/// `GET /v1/discovery` (and `/.well-known/cognirelay.json`).
+pub fn discovery() -> Value {
+    let versions = mcp_versions();
+    let handshake = mcp::handshake_version();
+    json!({
+        "agent_guidance": {
+            "first_calls": ["GET /v1/discovery", "GET /v1/capabilities", "GET /v1/manifest", "GET /health"],
+            "mcp_first_calls": [
+                "GET /.well-known/mcp.json",
+                format!(
+                    "POST {} {{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":\
+                     {{\"protocolVersion\":\"{handshake}\",\"capabilities\":{{}},\
+                     \"clientInfo\":{{\"name\":\"agent\",\"version\":\"1\"}}}}}}",
+                    mcp::PATH
+                ),
+            ],
+            "help": "GET /v1/help/onboarding/bootstrap",
+        },
+        "auth": {
+            "header": AUTH_HEADER,
+            "notes": [
+                "Every route but these discovery surfaces, /healthz, /readyz, /metrics and /openapi.json needs a token.",
+                "Scopes are checked per route: /v1/manifest names each route's scope.",
+                "MCP tools/list shows only the tools the token's scopes allow.",
+            ],
+            "type": "bearer",
+        },
+        "counts": {"routes": surfaces().routes.len(), "tools": mcp::tools::table().tools.len()},
+        "entrypoints": entrypoints(),
+        "ok": true,
+        "protocol": {
+            "get_endpoint": {"allow": "POST", "path": mcp::PATH, "status": 405},
+            "mcp_protocol_version": handshake,
+            "name": "cognirelay-http",
+            "post_endpoint": {"method": "POST", "path": mcp::PATH},
+            "supported_mcp_protocol_versions": versions,
+            "transport": "streamable-http",
+            "version": CONTRACT_VERSION,
+        },
+    })
+}
+
+async fn get_discovery() -> GoJson<Value> {
+    GoJson(discovery())
+}
+
+/// One tool of the catalog: its route, scope and input schema.
+pub fn catalog() -> Vec<Value> {
+    mcp::tools::table()
+        .tools
+        .iter()
+        .map(|spec| {
+            json!({
+                "description": spec.description(),
+                "idempotent": spec.verb == Verb::Get,
+                "input_schema": spec.tool.input_schema.as_ref(),
+                "method": spec.verb.as_str(),
+                "name": spec.name(),
+                "path": spec.path,
+                "scopes": spec.scope.map(|s| vec![s]).unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+async fn discovery_tools() -> GoJson<Value> {
+    let tools = catalog();
+    GoJson(json!({
+        "count": tools.len(),
+        "ok": true,
+        "protocol": {"name": "cognirelay-http", "version": CONTRACT_VERSION},
+        "tools": tools,
+    }))
+}
+
+/// `GET /v1/manifest`: every route with the scope it needs (null: none) and its tool.
+pub fn manifest() -> Value {
+    let mut endpoints = serde_json::Map::new();
+    for route in &surfaces().routes {
+        let mut entry = json!({"scope": route.scope});
+        if let Some(tool) = route.tool {
+            entry["mcp_tool"] = json!(tool);
+        }
+        endpoints.insert(format!("{} {}", route.verb.as_str(), route.path), entry);
+    }
+    json!({
+        "auth": {"header": AUTH_HEADER, "type": "bearer"},
+        "endpoints": endpoints,
+        "implementation": "noema",
+        "service": SERVICE,
+        "version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+async fn get_manifest() -> GoJson<Value> {
+    GoJson(manifest())
+}
+
+async fn contracts() -> GoJson<Value> {
+    let hash = noema_core::jcs::canonicalize(&Value::Array(catalog()))
+        .map(|bytes| noema_core::content_id::sha256_hex(&bytes))
+        .unwrap_or_default();
+    GoJson(json!({
+        "compatibility": {
+            "breaking_change_rule": "increment contract_version before breaking fields/methods",
+            "policy": "backward-compatible additive changes within same contract_version",
+        },
+        "contract_version": CONTRACT_VERSION,
+        "ok": true,
+        "openapi": "/openapi.json",
+        "tool_catalog_hash": hash,
+    }))
+}
+
+async fn governance_policy() -> GoJson<Value> {
+    let templates: serde_json::Map<String, Value> = TOKEN_TEMPLATES
+        .iter()
+        .map(|t| {
+            (
+                t.name.to_owned(),
+                json!({
+                    "read_namespaces": t.read_namespaces,
+                    "scopes": t.scopes,
+                    "write_namespaces": t.write_namespaces,
+                }),
+            )
+        })
+        .collect();
+    GoJson(json!({
+        "ok": true,
+        "policy": {
+            "audit_retention": {"audit_logs": "append-only and hash-chained; never deleted"},
+            "authority_model": {
+                "description": "The owner token (admin:peers) is the only issuer of tokens; tokens are stored only as SHA-256.",
+                "issuer": "owner",
+            },
+            "incident_response": {
+                "agent_key_compromise": ["rotate the agent's key (signed by the current key)", "verify the agent's signature chain"],
+                "token_compromise": ["revoke impacted token(s)", "verify the audit chains", "issue replacement token(s)"],
+            },
+            "schema_version": "1.0",
+            "scope_templates": templates,
+        },
+    }))
+}
+
+async fn well_known_mcp() -> GoJson<Value> {
+    GoJson(well_known_mcp_document())
+}
+
+/// `GET /.well-known/mcp.json`.
+pub fn well_known_mcp_document() -> Value {
+    let names: Vec<&str> = mcp::tools::table().tools.iter().map(|t| t.name()).collect();
+    json!({
+        "auth": {"header": AUTH_HEADER, "type": "bearer"},
+        "contract_version": CONTRACT_VERSION,
+        "endpoint": mcp::PATH,
+        "get_endpoint": {"allow": "POST", "path": mcp::PATH, "status": 405},
+        "mcp_protocol_version": mcp::handshake_version(),
+        "methods": mcp::METHODS,
+        "ok": true,
+        "protocol": "jsonrpc-2.0",
+        "supplemental": true,
+        "supported_mcp_protocol_versions": mcp_versions(),
+        "tools": {"count": names.len(), "names": names, "listed": "per token: only the tools its scopes allow"},
+        "transport": "streamable-http",
+    })
+}
+
+/// This module's routes (see `crate::route_table`).
+pub fn routes() -> Vec<Route> {
+    let r = DISCOVERY;
+    vec![
+        r.route(
+            Verb::Get,
+            "/v1/capabilities",
+            "capabilitiesV1",
+            "CogniRelay: versioned feature map of what this instance serves",
+            get_capabilities_v1,
+        )
+        .public()
+        .tool(
+            "system.capabilities_v1",
+            "Features this instance serves (versioned map)",
+        ),
+        r.route(
+            Verb::Get,
+            "/capabilities",
+            "capabilities",
+            "CogniRelay: legacy flat feature list",
+            get_capabilities,
+        )
+        .public(),
+        r.route(
+            Verb::Get,
+            "/health",
+            "health",
+            "CogniRelay: service health and contract version",
+            health,
+        )
+        .public()
+        .tool("system.health", "Service health and contract version"),
+        r.route(
+            Verb::Get,
+            "/v1/discovery",
+            "discovery",
+            "CogniRelay: entry points, auth and MCP bootstrap",
+            get_discovery,
+        )
+        .public()
+        .feature(features::DISCOVERY_TOOLS),
+        r.route(
+            Verb::Get,
+            "/v1/discovery/tools",
+            "discoveryTools",
+            "CogniRelay: the MCP tool catalog with input schemas",
+            discovery_tools,
+        )
+        .public()
+        .feature(features::DISCOVERY_TOOLS),
+        r.route(
+            Verb::Get,
+            "/v1/manifest",
+            "manifest",
+            "CogniRelay: every route with its scope and MCP tool",
+            get_manifest,
+        )
+        .public()
+        .tool(
+            "system.manifest",
+            "Every route with the scope it needs and its tool",
+        ),
+        r.route(
+            Verb::Get,
+            "/v1/contracts",
+            "contracts",
+            "CogniRelay: contract version and tool catalog hash",
+            contracts,
+        )
+        .public(),
+        r.route(
+            Verb::Get,
+            "/v1/governance/policy",
+            "governancePolicy",
+            "CogniRelay: token templates and authority model",
+            governance_policy,
+        )
+        .public()
+        .tool(
+            "system.governance_policy",
+            "Token templates (scopes, namespaces) and authority model",
+        ),
+        r.route(
+            Verb::Get,
+            "/.well-known/cognirelay.json",
+            "wellKnownCognirelay",
+            "CogniRelay: the discovery document",
+            get_discovery,
+        )
+        .public(),
+        r.route(
+            Verb::Get,
+            "/.well-known/mcp.json",
+            "wellKnownMcp",
+            "CogniRelay: MCP endpoint, versions, methods and tools",
+            well_known_mcp,
+        )
+        .public(),
+    ]
+}

@@ -1,0 +1,302 @@
+//! CogniRelay's help surfaces (`/v1/help`, its onboarding and validation-limit views),
+//! answering for what Noema serves: the tool help comes from the MCP tool table, the
+//! endpoint lists from the route table, the limits from the constants that enforce
+//! them. Unauthenticated, as in the original; an unknown topic is a 400 naming the
+//! known ones (CogniRelay's error shape).
+
+use axum::extract::{Path, State};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::GatewayState;
+use crate::error::{ApiError, ErrorStyle};
+use crate::go_json::GoJson;
+use crate::mcp;
+use crate::reply::Answer;
+use crate::route::{Route, Routes, Verb};
+
+const HELP: Routes = Routes::new("help", ErrorStyle::CogniRelay, "");
+
+/// Onboarding sections, in reading order: id, title, purpose, body, bullets.
+const SECTIONS: [(&str, &str, &str, &str, &[&str]); 4] = [
+    (
+        "bootstrap",
+        "Bootstrap",
+        "The first calls of a new agent runtime",
+        "Read `GET /v1/discovery` and `GET /v1/capabilities` to learn what this instance \
+         serves, then either call the REST routes `GET /v1/manifest` lists or connect an MCP \
+         client to `POST /v1/mcp` with the same bearer token.",
+        &[
+            "Every route except the discovery and help surfaces needs `Authorization: Bearer <token>`.",
+            "The owner token is in <data_dir>/owner.token; issue narrower tokens with security.tokens_issue.",
+            "Unknown keys in /v1/capabilities are to be tolerated.",
+        ],
+    ),
+    (
+        "auth",
+        "Tokens and scopes",
+        "What a token may call",
+        "A token carries scopes: Noema's `<service>:<read|write|admin>` and the original \
+         systems' names (`diary:write`, `crypto:sign`, `read:files`, …). `/v1/manifest` names \
+         the scope of each route; `/v1/governance/policy` lists the token templates.",
+        &[
+            "401: missing, unknown, revoked or expired token.",
+            "403: the token lacks the route's scope.",
+            "admin:peers (the owner) passes every scope check.",
+        ],
+    ),
+    (
+        "mcp",
+        "MCP",
+        "Using the tools over MCP",
+        "`POST /v1/mcp` speaks MCP over streamable HTTP without sessions. `tools/list` (paged \
+         with `nextCursor`) shows the tools this token may call; each tool runs one REST route \
+         with the same checks, so a failing call is a result with `isError: true` carrying the \
+         route's error body.",
+        &[
+            "Arguments: the route's path and query parameters and its JSON body's fields.",
+            "structuredContent is the route's JSON answer (an array answer as {items}).",
+            "A tool the token may not call is reported as an unknown tool.",
+        ],
+    ),
+    (
+        "errors",
+        "Errors",
+        "Reading failures",
+        "Errors carry a stable machine code; decide on it, never on the message text. Each \
+         route answers in its system's shape: Noema's `{code, error}`, MoltNet's problem \
+         details, CogniRelay's `{detail}`, open-cognition's `{code, error, hint}`.",
+        &[
+            "Codes: invalid_argument, not_found, already_exists, failed_precondition, unauthenticated, permission_denied, unavailable, resource_exhausted, internal.",
+            "503 with code unavailable and a STOPPED message: ledger writes are halted.",
+        ],
+    ),
+];
+
+/// A limit Noema enforces: its field path, value and what it bounds.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Limit {
+    pub description: &'static str,
+    pub field_path: &'static str,
+    pub maximum: u64,
+}
+
+/// The limits this gateway enforces itself (the services' own validation answers with
+/// its reason and message).
+fn limits(state: &GatewayState) -> Vec<Limit> {
+    vec![
+        Limit {
+            description: "Largest REST (and MCP) request body, in bytes",
+            field_path: "request.body_bytes",
+            maximum: u64::try_from(state.max_body_bytes).unwrap_or(u64::MAX),
+        },
+        Limit {
+            description: "Tools per MCP tools/list page",
+            field_path: "mcp.tools_list.page_size",
+            maximum: u64::try_from(mcp::PAGE_SIZE).unwrap_or(u64::MAX),
+        },
+        Limit {
+            description: "Items per open-cognition list (limit; default 50)",
+            field_path: "ledger.list.limit",
+            maximum: u64::from(crate::routes::ledger::MAX_LIST_LIMIT),
+        },
+    ]
+}
+
+fn help_paths() -> Vec<String> {
+    crate::route_table()
+        .iter()
+        .filter(|r| r.path.starts_with("/v1/help"))
+        .map(|r| format!("{} {}", r.verb.as_str(), r.path))
+        .collect()
+}
+
+/// The help index.
+pub fn index() -> Value {
+    let tools: Vec<&str> = mcp::tools::table().tools.iter().map(|t| t.name()).collect();
+    json!({
+        "errors": ["invalid_argument", "not_found", "already_exists", "failed_precondition",
+                   "unauthenticated", "permission_denied", "unavailable", "resource_exhausted", "internal"],
+        "http_endpoints": help_paths(),
+        "kind": "help_index",
+        "mcp_methods": mcp::METHODS,
+        "non_tool_topics": SECTIONS.iter().map(|s| s.0).collect::<Vec<_>>(),
+        "tool_topics": tools,
+    })
+}
+
+async fn get_index() -> GoJson<Value> {
+    GoJson(index())
+}
+
+fn unknown(what: &str, value: &str, known: &[&str]) -> ApiError {
+    ApiError::invalid(format!(
+        "unknown {what} {value:?}; known: {}",
+        known.join(", ")
+    ))
+}
+
+/// How to use one tool.
+pub fn tool(name: &str) -> Result<Value, ApiError> {
+    let table = mcp::tools::table();
+    let spec = table.get(name).ok_or_else(|| {
+        let known: Vec<&str> = table.tools.iter().map(|t| t.name()).collect();
+        unknown("tool", name, &known)
+    })?;
+    Ok(json!({
+        "http": format!("{} {}", spec.verb.as_str(), spec.path),
+        "id": spec.name(),
+        "input_schema": spec.tool.input_schema.as_ref(),
+        "kind": "tool",
+        "purpose": spec.description(),
+        "scope": spec.scope,
+    }))
+}
+
+async fn get_tool(Path(name): Path<String>) -> Answer<Value> {
+    tool(&name).map(GoJson)
+}
+
+async fn onboarding() -> GoJson<Value> {
+    GoJson(json!({
+        "kind": "onboarding_index",
+        "recommended_first_section": "bootstrap",
+        "sections": SECTIONS.iter().map(|(id, title, purpose, _, _)| json!({
+            "http_path": format!("/v1/help/onboarding/sections/{id}"),
+            "id": id,
+            "purpose": purpose,
+            "title": title,
+        })).collect::<Vec<_>>(),
+    }))
+}
+
+async fn bootstrap() -> GoJson<Value> {
+    GoJson(json!({
+        "discover_more": {"http": "GET /v1/help/onboarding"},
+        "first_calls": ["GET /v1/discovery", "GET /v1/capabilities", "GET /v1/manifest"],
+        "help_routes": {"limits": "GET /v1/help/limits", "tools": "GET /v1/help/tools/{name}"},
+        "kind": "onboarding_bootstrap",
+        "mcp": {"endpoint": format!("POST {}", mcp::PATH), "protocol_version": mcp::handshake_version()},
+        "next_sections": SECTIONS.iter().skip(1).map(|s| s.0).collect::<Vec<_>>(),
+        "recommended_first_section": "bootstrap",
+        "warnings": [
+            "Do not preload every help section; look up a tool or limit when needed.",
+            "Decide on error codes, never on message text.",
+        ],
+    }))
+}
+
+async fn section(Path(id): Path<String>) -> Answer<Value> {
+    let (id, title, _, body, bullets) = SECTIONS.iter().find(|s| s.0 == id).ok_or_else(|| {
+        let known: Vec<&str> = SECTIONS.iter().map(|s| s.0).collect();
+        unknown("onboarding section", &id, &known)
+    })?;
+    Ok(GoJson(json!({
+        "body_md": body,
+        "bullets": bullets,
+        "format": "markdown_and_bullets",
+        "id": id,
+        "kind": "onboarding_section",
+        "title": title,
+    })))
+}
+
+async fn limits_index(State(state): State<GatewayState>) -> GoJson<Value> {
+    let limits = limits(&state);
+    GoJson(json!({
+        "field_paths": limits.iter().map(|l| l.field_path).collect::<Vec<_>>(),
+        "kind": "validation_limits_index",
+    }))
+}
+
+async fn limit(State(state): State<GatewayState>, Path(field_path): Path<String>) -> Answer<Value> {
+    let limits = limits(&state);
+    let found = limits
+        .iter()
+        .find(|l| l.field_path == field_path)
+        .ok_or_else(|| {
+            let known: Vec<&str> = limits.iter().map(|l| l.field_path).collect();
+            unknown("field path", &field_path, &known)
+        })?;
+    Ok(GoJson(json!({"kind": "validation_limit", "limit": found})))
+}
+
+/// This module's routes (see `crate::route_table`).
+pub fn routes() -> Vec<Route> {
+    let r = HELP;
+    vec![
+        r.route(
+            Verb::Get,
+            "/v1/help",
+            "help",
+            "CogniRelay: help index (tools, topics, endpoints)",
+            get_index,
+        )
+        .public()
+        .tool(
+            "system.help",
+            "Help index: tools, onboarding topics, error codes",
+        ),
+        r.route(
+            Verb::Get,
+            "/v1/help/tools/{name}",
+            "helpTool",
+            "CogniRelay: how to use one tool",
+            get_tool,
+        )
+        .public()
+        .tool(
+            "system.tool_usage",
+            "How to use tool `name`: route, scope, input schema",
+        ),
+        r.route(
+            Verb::Get,
+            "/v1/help/onboarding",
+            "helpOnboarding",
+            "CogniRelay: onboarding sections",
+            onboarding,
+        )
+        .public(),
+        r.route(
+            Verb::Get,
+            "/v1/help/onboarding/bootstrap",
+            "helpOnboardingBootstrap",
+            "CogniRelay: the first calls of a new agent",
+            bootstrap,
+        )
+        .public()
+        .tool(
+            "system.onboarding_bootstrap",
+            "The first calls of a new agent runtime",
+        ),
+        r.route(
+            Verb::Get,
+            "/v1/help/onboarding/sections/{id}",
+            "helpOnboardingSection",
+            "CogniRelay: one onboarding section",
+            section,
+        )
+        .public(),
+        r.route(
+            Verb::Get,
+            "/v1/help/limits",
+            "helpLimits",
+            "CogniRelay: the limits Noema enforces",
+            limits_index,
+        )
+        .public(),
+        r.route(
+            Verb::Get,
+            "/v1/help/limits/{field_path}",
+            "helpLimit",
+            "CogniRelay: one limit",
+            limit,
+        )
+        .public()
+        .tool(
+            "system.validation_limit",
+            "One enforced limit by field_path",
+        ),
+    ]
+}
