@@ -25,6 +25,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ErrorStyle};
+use crate::features;
 use crate::forward::{Caller, RawJson};
 use crate::go_json::GoJson;
 use crate::reply::Answer;
@@ -455,6 +456,14 @@ pub fn routes() -> Vec<Route> {
             upsert,
         )
         .calls("Upsert")
+        .tool(
+            "continuity.upsert",
+            "Write a continuity capsule (merge, timestamp guard)",
+        )
+        .feature(features::CONTINUITY_SESSION_END_SNAPSHOT)
+        .feature(features::CONTINUITY_PRESERVE_MODE)
+        .feature(features::CONTINUITY_STABLE_PREFERENCES)
+        .feature(features::CONTINUITY_THREAD_IDENTITY)
         .status(409, "Older or conflicting capsule, or concurrent writers"),
         r.route(
             Verb::Post,
@@ -464,6 +473,8 @@ pub fn routes() -> Vec<Route> {
             patch,
         )
         .calls("Patch")
+        .tool("continuity.patch", "Patch a capsule's list fields")
+        .feature(features::CONTINUITY_PATCH)
         .status(404, "No such capsule or item")
         .status(409, "Older or conflicting update"),
         r.route(
@@ -474,6 +485,11 @@ pub fn routes() -> Vec<Route> {
             lifecycle,
         )
         .calls("Lifecycle")
+        .tool(
+            "continuity.lifecycle",
+            "Move a thread or task capsule through its lifecycle",
+        )
+        .feature(features::CONTINUITY_LIFECYCLE)
         .status(404, "No such capsule")
         .status(409, "Older or conflicting update"),
         r.route(
@@ -484,6 +500,12 @@ pub fn routes() -> Vec<Route> {
             read,
         )
         .calls("Read")
+        .tool(
+            "continuity.read",
+            "Read a capsule with trust signals, or its startup view",
+        )
+        .feature(features::CONTINUITY_STARTUP_VIEW)
+        .feature(features::CONTINUITY_TRUST_SIGNALS)
         .status(404, "No such capsule"),
         r.route(
             Verb::Post,
@@ -492,7 +514,12 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: the tenant's capsules, optionally by salience",
             list,
         )
-        .calls("List"),
+        .calls("List")
+        .tool(
+            "continuity.list",
+            "List capsules, by subject or by salience",
+        )
+        .feature(features::CONTINUITY_SALIENCE),
         r.route(
             Verb::Post,
             "/v1/continuity/compare",
@@ -501,6 +528,10 @@ pub fn routes() -> Vec<Route> {
             compare,
         )
         .calls("Compare")
+        .tool(
+            "continuity.compare",
+            "Compare a candidate capsule with the stored one",
+        )
         .status(404, "No such capsule"),
         r.route(
             Verb::Post,
@@ -510,6 +541,10 @@ pub fn routes() -> Vec<Route> {
             revalidate,
         )
         .calls("Revalidate")
+        .tool(
+            "continuity.revalidate",
+            "Confirm, correct or degrade a capsule's verification",
+        )
         .status(404, "No such capsule"),
         r.route(
             Verb::Post,
@@ -519,6 +554,7 @@ pub fn routes() -> Vec<Route> {
             archive,
         )
         .calls("Archive")
+        .tool("continuity.archive", "Archive a capsule")
         .status(404, "No such capsule"),
         r.route(
             Verb::Post,
@@ -527,7 +563,8 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: delete a subject's active, fallback and archive artifacts",
             delete,
         )
-        .calls("Delete"),
+        .calls("Delete")
+        .tool("continuity.delete", "Delete a capsule and its fallback"),
         r.route(
             Verb::Post,
             "/v1/continuity/refresh/plan",
@@ -535,7 +572,11 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: capsules due for revalidation, by priority",
             refresh_plan,
         )
-        .calls("RefreshPlan"),
+        .calls("RefreshPlan")
+        .tool(
+            "continuity.refresh_plan",
+            "Which capsules need refreshing, in order",
+        ),
         r.route(
             Verb::Post,
             "/v1/continuity/retention/plan",
@@ -543,7 +584,11 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: stale archives due for the cold tier",
             retention_plan,
         )
-        .calls("RetentionPlan"),
+        .calls("RetentionPlan")
+        .tool(
+            "continuity.retention_plan",
+            "Which archived capsules may move to the cold tier",
+        ),
         r.route(
             Verb::Get,
             "/v1/continuity/history",
@@ -552,6 +597,10 @@ pub fn routes() -> Vec<Route> {
             history,
         )
         .calls("History")
+        .tool(
+            "continuity.history",
+            "A subject's revisions, as a verifiable chain",
+        )
         .status(404, "No such subject"),
         r.route(
             Verb::Post,
