@@ -186,6 +186,12 @@ reasons! {
     /// The object's bytes are in storage without a ledger row (an orphaned write), so
     /// this is not a harmless duplicate: reconcile.
     StorageConflict = "STORAGE_CONFLICT",
+    /// Another attempt holds the world's lease (the world kernel's 409); retry when it ends.
+    LeaseHeld = "LEASE_HELD",
+    /// A component is not valid on its own; metadata `path` names the first problem.
+    InvalidComponent = "INVALID_COMPONENT",
+    /// A scenario's references do not assemble into executable workflows; metadata `path`.
+    ScenarioNotExecutable = "SCENARIO_NOT_EXECUTABLE",
 }
 
 /// The ledger's text for [`Reason::SystemStopped`] (open-cognition's own words), shared by
