@@ -4,8 +4,8 @@
 --
 -- Ids of runtime records (attempts, source invocations, LLM calls, events) are UUIDs kept as
 -- their canonical text, so the same statements run on SQLite and Postgres. Components keep
--- their JCS text (`content`): the bytes their hash is SHA-256 of, exactly. No label_text
--- domain exists here: ids follow the kernel's one grammar, checked before any write.
+-- their JCS text (`content`): the bytes their hash is SHA-256 of, exactly. Human ids and
+-- entity ids follow the kernel's one grammar, checked before any write.
 
 CREATE TABLE IF NOT EXISTS audit_log (
     id          BIGINT      PRIMARY KEY,
@@ -159,7 +159,7 @@ CREATE TABLE attempts (
     ended_at                  TIMESTAMPTZ,
     duration_ms               BIGINT      CHECK (duration_ms IS NULL OR duration_ms >= 0),
     committed_turn_hash       TEXT,
-    source_invocation_count   INTEGER     NOT NULL DEFAULT 0 CHECK (source_invocation_count >= 0),
+    source_invocation_count   BIGINT      NOT NULL DEFAULT 0 CHECK (source_invocation_count >= 0),
     last_source_invocation_id TEXT,
     source_trace_summary      JSONB       NOT NULL DEFAULT '{}'::jsonb,
     UNIQUE (world_slug, attempt_id)
@@ -172,7 +172,7 @@ CREATE TABLE source_invocations (
     attempt_id                  TEXT        NOT NULL,
     world_slug                  TEXT        NOT NULL,
     attempted_turn              BIGINT      NOT NULL CHECK (attempted_turn >= 1),
-    invocation_seq              INTEGER     NOT NULL CHECK (invocation_seq >= 1),
+    invocation_seq              BIGINT      NOT NULL CHECK (invocation_seq >= 1),
     workflow_hash               TEXT        REFERENCES cognition_workflows (hash),
     workflow_node_id            TEXT,
     workflow_subject_entity_id  TEXT,
@@ -185,9 +185,9 @@ CREATE TABLE source_invocations (
     input_schema_hash           TEXT        REFERENCES json_schemas (hash),
     output_schema_hash          TEXT        REFERENCES json_schemas (hash),
     llm_call_id                 TEXT,
-    logical_generation_attempt  INTEGER
+    logical_generation_attempt  BIGINT 
         CHECK (logical_generation_attempt IS NULL OR logical_generation_attempt >= 1),
-    tool_loop_round             INTEGER     CHECK (tool_loop_round IS NULL OR tool_loop_round >= 0),
+    tool_loop_round             BIGINT      CHECK (tool_loop_round IS NULL OR tool_loop_round >= 0),
     model_output_kind           TEXT,
     status                      TEXT        NOT NULL DEFAULT 'running'
         CHECK (status IN ('running', 'succeeded', 'failed', 'interrupted')),
@@ -200,7 +200,7 @@ CREATE TABLE source_invocations (
     response_json               JSONB,
     response_text               TEXT,
     response_headers            JSONB       NOT NULL DEFAULT '{}'::jsonb,
-    http_status                 INTEGER,
+    http_status                 BIGINT ,
     validation_status           TEXT,
     metadata                    JSONB       NOT NULL DEFAULT '{}'::jsonb,
     UNIQUE (attempt_id, invocation_seq),
@@ -233,8 +233,8 @@ CREATE TABLE llm_calls (
     workflow_hash              TEXT        NOT NULL REFERENCES cognition_workflows (hash),
     workflow_node_id           TEXT        NOT NULL,
     workflow_subject_entity_id TEXT        NOT NULL,
-    logical_generation_attempt INTEGER     NOT NULL CHECK (logical_generation_attempt >= 1),
-    tool_loop_round            INTEGER     NOT NULL CHECK (tool_loop_round >= 0),
+    logical_generation_attempt BIGINT      NOT NULL CHECK (logical_generation_attempt >= 1),
+    tool_loop_round            BIGINT      NOT NULL CHECK (tool_loop_round >= 0),
     model_output_kind          TEXT,
     requested_model            TEXT        NOT NULL,
     model                      TEXT        NOT NULL,
@@ -247,7 +247,7 @@ CREATE TABLE llm_calls (
     started_at                 TIMESTAMPTZ NOT NULL,
     ended_at                   TIMESTAMPTZ,
     duration_ms                BIGINT,
-    http_status                INTEGER,
+    http_status                BIGINT ,
     raw_text                   TEXT,
     normalized_text            TEXT,
     prompt_tokens              BIGINT,
@@ -270,7 +270,7 @@ ALTER TABLE source_invocations
 -- Streamed chunks, written while the generation runs.
 CREATE TABLE llm_call_chunks (
     llm_call_id TEXT        NOT NULL REFERENCES llm_calls (llm_call_id),
-    seq         INTEGER     NOT NULL CHECK (seq >= 0),
+    seq         BIGINT      NOT NULL CHECK (seq >= 0),
     received_at TIMESTAMPTZ NOT NULL,
     text        TEXT        NOT NULL,
     PRIMARY KEY (llm_call_id, seq)
@@ -282,7 +282,7 @@ CREATE TABLE world_events (
     event_id                TEXT        PRIMARY KEY,
     world_slug              TEXT        NOT NULL,
     turn                    BIGINT      NOT NULL CHECK (turn >= 1),
-    patch_seq               INTEGER     NOT NULL CHECK (patch_seq >= 1),
+    patch_seq               BIGINT      NOT NULL CHECK (patch_seq >= 1),
     attempt_id              TEXT        NOT NULL REFERENCES attempts (attempt_id),
     subject_entity_id       TEXT        NOT NULL,
     source_invocation_id    TEXT        REFERENCES source_invocations (source_invocation_id),
@@ -303,7 +303,7 @@ CREATE TABLE world_event_touches (
     event_id          TEXT   NOT NULL REFERENCES world_events (event_id),
     world_slug        TEXT   NOT NULL,
     turn              BIGINT NOT NULL,
-    patch_seq         INTEGER NOT NULL,
+    patch_seq         BIGINT  NOT NULL,
     entity_id         TEXT,
     environment_label TEXT,
     before_value      JSONB  NOT NULL,

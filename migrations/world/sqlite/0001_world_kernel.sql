@@ -4,8 +4,8 @@
 --
 -- Ids of runtime records (attempts, source invocations, LLM calls, events) are UUIDs kept as
 -- their canonical text, so the same statements run on SQLite and Postgres. Components keep
--- their JCS text (`content`): the bytes their hash is SHA-256 of, exactly. No label_text
--- domain exists here: ids follow the kernel's one grammar, checked before any write.
+-- their JCS text (`content`): the bytes their hash is SHA-256 of, exactly. Human ids and
+-- entity ids follow the kernel's one grammar, checked before any write.
 
 CREATE TABLE IF NOT EXISTS audit_log (
     id          INTEGER      PRIMARY KEY,

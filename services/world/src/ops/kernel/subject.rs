@@ -275,7 +275,9 @@ pub(crate) async fn run(
             }
             Err(_) => return Err(internal("an LLM call's lock was poisoned")),
         };
-        let invalid = judged.model_output_kind == ModelOutputKind::Invalid;
+        // Refused: the retry lane takes it (or ends the attempt), whatever its kind.
+        let invalid = judged.model_output_kind == ModelOutputKind::Invalid
+            || matches!(judged.step, Step::Retry | Step::Failed(_));
         let outcome = InvocationOutcome {
             response_json: judged.parsed.clone(),
             response_text: Some(output.text.clone()),
