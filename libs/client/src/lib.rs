@@ -10,6 +10,7 @@
 
 pub mod diary;
 pub mod ledger;
+pub mod world;
 
 use std::time::Duration;
 
@@ -23,6 +24,7 @@ pub mod pb {
     pub use noema_proto::common::v1 as common;
     pub use noema_proto::identity::v1 as identity;
     pub use noema_proto::ledger::v1 as ledger;
+    pub use noema_proto::world::v1 as world;
 }
 
 pub use noema_core::keys::{PublicKey, Signature, SigningKeyPair};
@@ -103,6 +105,9 @@ pub type IdentityClient =
 pub type DiaryClient =
     noema_proto::identity::v1::diary_service_client::DiaryServiceClient<AuthedChannel>;
 
+pub type WorldClient =
+    noema_proto::world::v1::world_service_client::WorldServiceClient<AuthedChannel>;
+
 /// A connection to Noema. Cheap to clone; clients share one HTTP/2 connection.
 #[derive(Clone)]
 pub struct Noema {
@@ -149,5 +154,10 @@ impl Noema {
     /// Signed diaries (served by the identity service); see [`diary`] for local signing.
     pub fn diary(&self) -> DiaryClient {
         DiaryClient::new(self.channel.clone())
+    }
+
+    /// The world kernel; see [`world`] for its calls.
+    pub fn world(&self) -> WorldClient {
+        WorldClient::new(self.channel.clone())
     }
 }

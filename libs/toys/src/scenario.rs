@@ -160,6 +160,9 @@ pub const PARK_URL_ENVS: [&str; 5] = [
 /// The model alias the park's LLM source names.
 pub const PARK_MODEL_ALIAS: &str = "@chat";
 
+/// The scripted LLM's answers for three turns of the park (`libs/toys/scripts/park.json`).
+pub const PARK_SCRIPT: &str = include_str!("../scripts/park.json");
+
 impl ParkComponent {
     /// The document, placeholders left in.
     pub fn document(&self) -> Result<Value, serde_json::Error> {

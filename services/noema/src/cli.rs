@@ -128,6 +128,18 @@ enum Command {
     /// Identity checks.
     #[command(subcommand)]
     Identity(commands::diary::IdentityCommand),
+    /// World kernel: create worlds, run turns, show states and diffs, verify history.
+    #[command(subcommand)]
+    World(commands::world::WorldCommand),
+    /// World kernel components: store and read them by content hash.
+    #[command(subcommand)]
+    Component(commands::world::ComponentCommand),
+    /// World kernel scenarios.
+    #[command(subcommand)]
+    Scenario(commands::world::ScenarioCommand),
+    /// The world kernel's toys: a scripted LLM and the seed's toy sources.
+    #[command(subcommand)]
+    Toys(commands::toys::ToysCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -311,6 +323,10 @@ async fn dispatch(registry: &Registry, cli: Cli) -> ExitCode {
         Command::Diary(command) => finish(commands::diary::diary(&command).await),
         Command::Entry(command) => finish(commands::diary::entry(&command).await),
         Command::Identity(command) => finish(commands::diary::identity(&command).await),
+        Command::World(command) => finish(commands::world::world(&command).await),
+        Command::Component(command) => finish(commands::world::component(&command).await),
+        Command::Scenario(command) => finish(commands::world::scenario(&command).await),
+        Command::Toys(command) => finish(commands::toys::toys(&command).await),
         Command::Config(ConfigCommand::Dump(flags)) => {
             match load(registry, cli.config.as_ref(), &flags).and_then(|c| c.to_toml()) {
                 Ok(text) => {

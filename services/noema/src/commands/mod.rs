@@ -5,6 +5,8 @@ pub mod bench;
 pub mod connect;
 pub mod diary;
 pub mod ledger;
+pub mod toys;
+pub mod world;
 
 use std::io::Write;
 
