@@ -544,7 +544,7 @@ async fn a_world_killed_mid_llm_call_resumes_from_the_last_committed_turn() {
     let script = json!({"scripts": [
         {"subject": "ant", "outputs": [
             {"json": {"kind": "final_patch", "patch": {"narration": "Never sent.", "effects": []}},
-             "latency_ms": 60000},
+             "latency_ms": 20000},
             wait
         ]},
         {"subject": "bob", "outputs": [{"json": {"kind": "final_patch", "patch": {

@@ -148,6 +148,14 @@ pub struct TurnBody {
     pub record: Option<Value>,
 }
 
+/// A page of committed turns, oldest first (without their records).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TurnList {
+    pub items: Vec<TurnBody>,
+    /// Null on the last page.
+    pub next_page_token: Option<String>,
+}
+
 /// What verifying a world's history found.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct VerifyBody {
@@ -333,7 +341,7 @@ async fn list_turns(
     caller: Caller,
     Path(slug): Path<String>,
     RepeatedQuery(query): RepeatedQuery<PageQuery>,
-) -> Answer<Vec<TurnBody>> {
+) -> Answer<TurnList> {
     let request = pb::ListTurnsRequest {
         slug,
         page: Some(query.page()?),
@@ -343,13 +351,14 @@ async fn list_turns(
         .list_turns(caller.request(request))
         .await?
         .into_inner();
-    Ok(GoJson(
-        reply
+    Ok(GoJson(TurnList {
+        items: reply
             .turns
             .into_iter()
             .map(|t| turn_body(t, false))
             .collect::<Result<_, _>>()?,
-    ))
+        next_page_token: next_token(reply.page),
+    }))
 }
 
 async fn fetch_turn(caller: &Caller, slug: String, turn: &str) -> Result<pb::Turn, ApiError> {
