@@ -228,6 +228,7 @@ macro_rules! park_cases {
 park_cases!(
     the_park_runs_three_turns_through_the_api,
     tampering_with_a_stored_turn_is_caught_by_verify,
+    a_source_that_answers_no_json_fails_the_turn_with_502,
 );
 
 /// Seed Phase I tests 1-3, 5 and 7 (smokes of Phase N) through REST: weather, PA and phone
@@ -445,6 +446,83 @@ async fn tampering_with_a_stored_turn_is_caught_by_verify(park: &ParkCluster) {
     assert_eq!(verify["ok"], json!(false), "{verify}");
     assert_eq!(verify["broken_turn"], json!(1), "{verify}");
     assert!(verify["problem"].as_str().is_some_and(|p| !p.is_empty()));
+}
+
+/// Smoke 8: an HTTP source answers no JSON — the attempt fails before commit (502 with its
+/// failure class), the world stays at turn 0, and the failed invocation keeps what came back.
+async fn a_source_that_answers_no_json_fails_the_turn_with_502(park: &ParkCluster) {
+    let names = park.install_park().await;
+    let broken = json!({"version": 1, "label": "broken_inbox", "interface": {
+        "name": "http_json", "method": "POST", "url_env": "CHUKWA_TOY_PHONE_URL",
+        "path": "/faults/not_json", "timeout_ms": 5000}});
+    let (status, broken) = park.post("/response-sources", &broken).await;
+    assert_eq!(status, 201, "{broken}");
+    let stored = park
+        .read(&format!(
+            "/cognition-workflows/hash/{}",
+            names["park-workflow-hash"]
+        ))
+        .await;
+    let mut workflow = stored["content"].clone();
+    assert_eq!(
+        workflow["ambient_sources"][2]["id"],
+        json!("bob_phone_inbox")
+    );
+    workflow["ambient_sources"][2]["source_ref"]["hash"] = broken["hash"].clone();
+    let (status, workflow) = park.post("/cognition-workflows", &workflow).await;
+    assert_eq!(status, 201, "{workflow}");
+    let profile = json!({"workflow_ref": {"hash": workflow["hash"]}});
+    let (status, profile) = park.post("/cognition-profiles", &profile).await;
+    assert_eq!(status, 201, "{profile}");
+    let mut scenario = park
+        .read(&format!("/scenarios/hash/{}", names["park-scenario-hash"]))
+        .await["content"]
+        .clone();
+    scenario["label"] = json!("park_broken_phone");
+    for entity in scenario["entities"].as_array_mut().unwrap() {
+        if entity.get("cognition_profile_ref").is_some() {
+            entity["cognition_profile_ref"] = json!({"hash": profile["hash"]});
+        }
+    }
+    let (status, scenario) = park.post("/scenarios", &scenario).await;
+    assert_eq!(status, 201, "{scenario}");
+    let body = json!({"slug": "broken", "scenario_ref": {"hash": scenario["hash"]}});
+    let (status, world) = park.post("/worlds", &body).await;
+    assert_eq!(status, 201, "{world}");
+
+    let (status, failed) = park.run_turn("broken").await;
+    assert_eq!(status, 502, "{failed}");
+    assert_eq!(failed["status"], json!("failed"));
+    assert_eq!(failed["failure_class"], json!("source_invalid_json"));
+    let world = park.read("/worlds/broken").await;
+    assert_eq!(world["current_turn"], json!(0));
+    assert_eq!(
+        world["state"]["entities"]["ant"]["state"],
+        json!("hungry, on the plate on the picnic table")
+    );
+    let attempt = park
+        .read(&format!(
+            "/attempts/{}",
+            failed["attempt_id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(attempt["status"], json!("failed"));
+    let invocations = park
+        .all(&format!(
+            "/attempts/{}/source-invocations",
+            failed["attempt_id"].as_str().unwrap()
+        ))
+        .await;
+    let last = invocations.last().unwrap();
+    assert_eq!(
+        (&last["status"], &last["failure_class"]),
+        (&json!("failed"), &json!("source_invalid_json"))
+    );
+    assert_eq!(
+        last["response_text"],
+        json!("service temporarily unavailable")
+    );
+    assert_eq!(park.all("/worlds/broken/turns").await.len(), 1);
 }
 
 /// Two world replicas on one Postgres database, each behind its own gateway, asked at the

@@ -26,6 +26,9 @@ pub enum BenchCommand {
     /// Canonical put (1 KiB payloads), signed reference put and canonical get, over gRPC
     /// and REST.
     Ledger(BenchArgs),
+    /// The world kernel in this process against the toys: its cost per subject per turn,
+    /// and one turn of many subjects run concurrently against a slow LLM.
+    World(super::bench_world::WorldBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -292,7 +295,7 @@ async fn run_phase(
 
 /// CPU time (user and system, all threads) that process `pid` (or `self`) has used so far,
 /// in seconds, from /proc (Linux).
-fn cpu_seconds(pid: &str) -> Option<f64> {
+pub(super) fn cpu_seconds(pid: &str) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name, in parentheses, may hold spaces; fields are counted after it, where
     // the third field of the line (the state) comes first: utime and stime are the 14th and
@@ -313,7 +316,10 @@ fn peak_rss_mb(pid: u32) -> Option<f64> {
 }
 
 pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
-    let BenchCommand::Ledger(args) = command;
+    let args = match command {
+        BenchCommand::Ledger(args) => args,
+        BenchCommand::World(args) => return super::bench_world::bench_world(args).await,
+    };
     let noema = args.client.connect().await?;
     let mut seed = [0u8; 8];
     getrandom::fill(&mut seed).map_err(|e| CommandError::Usage(e.to_string()))?;
