@@ -176,7 +176,7 @@ async fn reflect(
 async fn the_production_registry_knows_nothing_of_it() {
     let production = noema::registry::builtin().unwrap();
     let extended = noema_example_service::registry().unwrap();
-    assert_eq!(extended.names(), ["identity", "ledger", "example"]);
+    assert_eq!(extended.names(), ["identity", "ledger", "world", "example"]);
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("noema.toml");
@@ -333,7 +333,7 @@ fn the_command_line_lists_configures_and_migrates_it() {
 
     let help = output(noema_example().args(["serve", "--help"]));
     assert!(
-        help.contains("identity, ledger, example, gateway"),
+        help.contains("identity, ledger, world, example, gateway"),
         "{help}"
     );
 

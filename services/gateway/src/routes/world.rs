@@ -37,15 +37,18 @@ pub struct RecordList {
     pub next_page_token: Option<String>,
 }
 
-/// `{"slug", "scenario_ref": {"hash"}}`.
+/// `{"slug", "scenario_ref": {"hash"}}`. Both are required; the service checks them
+/// (after the caller's token), so a request without a token is a 401 whatever its body.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateWorldInput {
     /// `[a-z0-9][a-z0-9_-]{0,63}`.
+    #[serde(default)]
     pub slug: String,
+    #[serde(default)]
     pub scenario_ref: HashRefInput,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct HashRefInput {
     pub hash: String,
 }
@@ -239,6 +242,23 @@ fn turn_number(text: &str) -> Result<u64, ApiError> {
         .map_err(|_| ApiError::invalid(format!("turn {text:?} is not a turn number")))
 }
 
+/// A `{turn}` path segment as a number. The services authenticate, so a segment that is
+/// no number first goes through `GetWorld` (same `world:read` scope): a caller without a
+/// token, or without the scope, hears 401/403 as on every route, before a 400 about the
+/// path.
+async fn path_turn(caller: &Caller, slug: &str, text: &str) -> Result<u64, ApiError> {
+    match turn_number(text) {
+        Ok(turn) => Ok(turn),
+        Err(invalid) => {
+            let request = pb::GetWorldRequest {
+                slug: slug.to_owned(),
+            };
+            caller.world().get_world(caller.request(request)).await?;
+            Err(invalid)
+        }
+    }
+}
+
 fn turn_body(turn: pb::Turn, with_record: bool) -> Result<TurnBody, ApiError> {
     let record = if with_record {
         Some(json_of(&turn.record_jcs)?)
@@ -363,8 +383,8 @@ async fn list_turns(
 
 async fn fetch_turn(caller: &Caller, slug: String, turn: &str) -> Result<pb::Turn, ApiError> {
     let request = pb::GetTurnRequest {
+        turn: path_turn(caller, &slug, turn).await?,
         slug,
-        turn: turn_number(turn)?,
     };
     Ok(caller
         .world()
@@ -406,8 +426,8 @@ async fn get_diff(
 ) -> Answer<Record> {
     query.check()?;
     let request = pb::GetTurnRequest {
+        turn: path_turn(&caller, &slug, &turn).await?,
         slug,
-        turn: turn_number(&turn)?,
     };
     let diff = caller
         .world()
