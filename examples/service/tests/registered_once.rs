@@ -178,7 +178,7 @@ async fn the_production_registry_knows_nothing_of_it() {
     let extended = noema_example_service::registry().unwrap();
     assert_eq!(
         extended.names(),
-        ["identity", "ledger", "continuity", "example"]
+        ["identity", "ledger", "continuity", "world", "example"]
     );
 
     let dir = tempfile::tempdir().unwrap();
@@ -204,8 +204,9 @@ async fn the_production_registry_knows_nothing_of_it() {
         .load()
         .unwrap_err();
     assert!(
-        err.to_string()
-            .contains("unknown service `example`; known services: identity, ledger, continuity"),
+        err.to_string().contains(
+            "unknown service `example`; known services: identity, ledger, continuity, world"
+        ),
         "{err}"
     );
 
@@ -336,7 +337,7 @@ fn the_command_line_lists_configures_and_migrates_it() {
 
     let help = output(noema_example().args(["serve", "--help"]));
     assert!(
-        help.contains("identity, ledger, continuity, example, gateway"),
+        help.contains("identity, ledger, continuity, world, example, gateway"),
         "{help}"
     );
 

@@ -11,6 +11,7 @@
 pub mod continuity;
 pub mod diary;
 pub mod ledger;
+pub mod world;
 
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ pub mod pb {
     pub use noema_proto::continuity::v1 as continuity;
     pub use noema_proto::identity::v1 as identity;
     pub use noema_proto::ledger::v1 as ledger;
+    pub use noema_proto::world::v1 as world;
 }
 
 pub use noema_core::keys::{PublicKey, Signature, SigningKeyPair};
@@ -117,6 +119,9 @@ pub type ContinuityClient =
 pub type DiaryClient =
     noema_proto::identity::v1::diary_service_client::DiaryServiceClient<AuthedChannel>;
 
+pub type WorldClient =
+    noema_proto::world::v1::world_service_client::WorldServiceClient<AuthedChannel>;
+
 /// A connection to Noema. Cheap to clone; clients share one HTTP/2 connection.
 #[derive(Clone)]
 pub struct Noema {
@@ -189,5 +194,10 @@ impl Noema {
     /// Signed diaries (served by the identity service); see [`diary`] for local signing.
     pub fn diary(&self) -> DiaryClient {
         DiaryClient::new(self.channel.clone())
+    }
+
+    /// The world kernel; see [`world`] for its calls.
+    pub fn world(&self) -> WorldClient {
+        WorldClient::new(self.channel.clone())
     }
 }

@@ -199,6 +199,12 @@ reasons! {
     IdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED",
     /// The path is outside the token's read or write namespaces (CogniRelay's 403).
     NamespaceDenied = "NAMESPACE_DENIED",
+    /// Another attempt holds the world's lease (the world kernel's 409); retry when it ends.
+    LeaseHeld = "LEASE_HELD",
+    /// A component is not valid on its own; metadata `path` names the first problem.
+    InvalidComponent = "INVALID_COMPONENT",
+    /// A scenario's references do not assemble into executable workflows; metadata `path`.
+    ScenarioNotExecutable = "SCENARIO_NOT_EXECUTABLE",
 }
 
 /// The ledger's text for [`Reason::SystemStopped`] (open-cognition's own words), shared by

@@ -47,3 +47,10 @@ pub mod continuity {
         include!(concat!(env!("OUT_DIR"), "/noema.continuity.v1.rs"));
     }
 }
+
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod world {
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/noema.world.v1.rs"));
+    }
+}

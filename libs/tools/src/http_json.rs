@@ -3,7 +3,10 @@
 //!
 //! Every way a call can fail (a status other than 2xx, a body that is not JSON, a body
 //! over the size cap, the deadline, a refused connection) comes back as an
-//! [`HttpJsonError`] value that can be written into a trace. Redirects are not followed:
+//! [`HttpJsonError`] value that can be written into a trace. [`HttpJsonClient::exchange`]
+//! is the same POST without judging the answer: whatever status, headers and body came
+//! back, for callers that classify answers themselves (the world kernel's sources judge
+//! every source kind's answer the same way). Redirects are not followed:
 //! the policy judged the configured URL's host, and a redirect could lead anywhere.
 //! Header values may be secrets, which are scrubbed from everything returned.
 
@@ -45,6 +48,16 @@ pub struct HttpJsonCall {
 pub struct HttpJsonResponse {
     pub status: u16,
     pub body: Value,
+}
+
+/// What came back from a POST, whatever its status and body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HttpExchange {
+    pub status: u16,
+    /// Response headers whose values are text, names lowercase; secret values scrubbed.
+    pub headers: Vec<(String, String)>,
+    /// The body as text (invalid UTF-8 replaced), secret values scrubbed.
+    pub body: String,
 }
 
 /// Why a call failed, as data.
@@ -101,6 +114,53 @@ impl HttpJsonClient {
 
     /// POSTs `call.body` and returns the JSON answer, scrubbed of secret values.
     pub async fn call(&self, call: &HttpJsonCall) -> Result<HttpJsonResponse, HttpJsonError> {
+        let (exchange, redactor) = self.send_call(call).await?;
+        let excerpt = |body: &str| redactor.redact(&excerpt(body.as_bytes()));
+        if !(200..300).contains(&exchange.status) {
+            return Err(HttpJsonError::Status {
+                status: exchange.status,
+                body_excerpt: excerpt(&exchange.body),
+            });
+        }
+        match serde_json::from_str::<Value>(&exchange.body) {
+            Ok(body) => Ok(HttpJsonResponse {
+                status: exchange.status,
+                body: redactor.redact_json(body),
+            }),
+            Err(err) => Err(HttpJsonError::NotJson {
+                status: exchange.status,
+                content_type: exchange
+                    .headers
+                    .iter()
+                    .find(|(name, _)| name == "content-type")
+                    .map(|(_, value)| redactor.redact(value)),
+                reason: redactor.redact(&err.to_string()),
+                body_excerpt: excerpt(&exchange.body),
+            }),
+        }
+    }
+
+    /// POSTs `call.body` and returns what came back, any status and any body, scrubbed of
+    /// secret values: only the transport (scheme, headers to send, connection, deadline,
+    /// size cap) can fail.
+    pub async fn exchange(&self, call: &HttpJsonCall) -> Result<HttpExchange, HttpJsonError> {
+        let (exchange, redactor) = self.send_call(call).await?;
+        Ok(HttpExchange {
+            status: exchange.status,
+            headers: exchange
+                .headers
+                .into_iter()
+                .map(|(name, value)| (name, redactor.redact(&value)))
+                .collect(),
+            body: redactor.redact(&exchange.body),
+        })
+    }
+
+    /// The POST itself: the raw answer and the redactor of the secrets it sent.
+    async fn send_call(
+        &self,
+        call: &HttpJsonCall,
+    ) -> Result<(HttpExchange, Redactor), HttpJsonError> {
         if call.url.scheme() != "http" {
             return Err(HttpJsonError::UnsupportedScheme {
                 scheme: call.url.scheme().to_owned(),
@@ -137,10 +197,7 @@ impl HttpJsonClient {
         match tokio::time::timeout(call.timeout, send(request, call.max_response_bytes)).await {
             Err(_) => Err(HttpJsonError::Timeout { timeout_ms }),
             Ok(Err(err)) => Err(scrub(err, &redactor)),
-            Ok(Ok(response)) => Ok(HttpJsonResponse {
-                status: response.status,
-                body: redactor.redact_json(response.body),
-            }),
+            Ok(Ok(exchange)) => Ok((exchange, redactor)),
         }
     }
 }
@@ -148,7 +205,7 @@ impl HttpJsonClient {
 async fn send(
     request: reqwest::RequestBuilder,
     limit: usize,
-) -> Result<HttpJsonResponse, HttpJsonError> {
+) -> Result<HttpExchange, HttpJsonError> {
     let mut response = request.send().await.map_err(transport)?;
     let status = response.status().as_u16();
     if response
@@ -157,11 +214,13 @@ async fn send(
     {
         return Err(HttpJsonError::TooLarge { limit });
     }
-    let content_type = response
+    let headers = response
         .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+        .iter()
+        .filter_map(|(name, value)| {
+            Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect();
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(transport)? {
         if body.len() + chunk.len() > limit {
@@ -169,21 +228,11 @@ async fn send(
         }
         body.extend_from_slice(&chunk);
     }
-    if !(200..300).contains(&status) {
-        return Err(HttpJsonError::Status {
-            status,
-            body_excerpt: excerpt(&body),
-        });
-    }
-    match serde_json::from_slice::<Value>(&body) {
-        Ok(json) => Ok(HttpJsonResponse { status, body: json }),
-        Err(err) => Err(HttpJsonError::NotJson {
-            status,
-            content_type,
-            reason: err.to_string(),
-            body_excerpt: excerpt(&body),
-        }),
-    }
+    Ok(HttpExchange {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
 }
 
 fn transport(err: reqwest::Error) -> HttpJsonError {

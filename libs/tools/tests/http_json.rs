@@ -203,3 +203,40 @@ async fn errors_serialize_with_a_tag_for_traces() {
         json!({"error": "timeout", "timeout_ms": 5})
     );
 }
+
+#[tokio::test]
+async fn an_exchange_returns_any_answer_and_leaves_judging_to_the_caller() {
+    let addr = serve().await;
+    let client = HttpJsonClient::new().unwrap();
+    let (_dir, path) = secret_file();
+    let mut c = call(addr, "/fail");
+    c.headers = vec![(
+        "Authorization".into(),
+        HeaderValue::Secret {
+            source: SecretSource::File(path),
+            prefix: "Bearer ".into(),
+        },
+    )];
+    let exchange = client.exchange(&c).await.unwrap();
+    assert_eq!(exchange.status, 500);
+    assert_eq!(exchange.body, "boom; you sent Bearer [redacted]");
+    assert!(
+        exchange
+            .headers
+            .iter()
+            .any(|(name, value)| name == "content-type" && value.starts_with("text/plain")),
+        "{:?}",
+        exchange.headers
+    );
+    let text = client.exchange(&call(addr, "/text")).await.unwrap();
+    assert_eq!(
+        (text.status, text.body.as_str()),
+        (200, "plain words, not JSON")
+    );
+    let mut slow = call(addr, "/slow");
+    slow.timeout = Duration::from_millis(200);
+    assert_eq!(
+        client.exchange(&slow).await.unwrap_err(),
+        HttpJsonError::Timeout { timeout_ms: 200 }
+    );
+}

@@ -9,6 +9,7 @@
 
 pub mod llm;
 pub mod park;
+pub mod scenario;
 pub mod script;
 
 use std::net::SocketAddr;

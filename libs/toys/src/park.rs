@@ -12,6 +12,7 @@
 //! | `/buy_candy` | `{"actor_id", "machine_id", "button"}` | `dispensed` while the machine has stock (one candy bar), then `empty` |
 //! | `/drinking_fountain` | `{"actor_id", "fountain_id"}` | `{"status": "water_flowing", "message"}` |
 //! | `/faults/http_500`, `/faults/not_json`, `/faults/schema_invalid`, `/faults/slow` | anything | a 500, a non-JSON body, JSON of the wrong shape, a slow answer (`{"ms": …}`, default 2000) |
+//! | `/barrier` | `{"name", "parties", "timeout_ms"?}` | held until `parties` requests of one `name` are waiting together, then `{"released": true, "parties"}` for all of them; a 504 JSON error when they do not meet within `timeout_ms` (default 5000). What proves that callers run concurrently, and how many at most, without timing anything. |
 //!
 //! A request missing a field gets a 422 JSON error. `GET /_toys/park/log` lists every call;
 //! `POST /_toys/park/reset` restocks the machine and forgets texts and calls.
@@ -65,6 +66,8 @@ struct ParkState {
     sold: HashMap<String, u64>,
     texts: Vec<SentText>,
     log: Vec<LoggedCall>,
+    /// Barriers by name: how many wait, and the signal that releases them.
+    barriers: HashMap<String, (u64, Arc<tokio::sync::Notify>)>,
 }
 
 struct Inner {
@@ -146,6 +149,7 @@ impl Park {
             .route("/faults/not_json", post(fault_not_json))
             .route("/faults/schema_invalid", post(fault_schema_invalid))
             .route("/faults/slow", post(fault_slow))
+            .route("/barrier", post(barrier_handler))
             .route("/_toys/park/log", get(log_handler))
             .route("/_toys/park/reset", post(reset_handler))
             .route("/healthz", get(|| async { "ok" }))
@@ -365,6 +369,50 @@ async fn fault_slow(State(park): State<Park>, bytes: Bytes) -> Response {
         StatusCode::OK,
         json!({"waited_ms": ms}),
     )
+}
+
+async fn barrier_handler(State(park): State<Park>, bytes: Bytes) -> Response {
+    let body = parse(&bytes);
+    let (Some(name), Some(parties)) = (body["name"].as_str(), body["parties"].as_u64()) else {
+        let response = json!({"error": "name (a string) and parties (a number) are required"});
+        return park.answer("/barrier", body, StatusCode::UNPROCESSABLE_ENTITY, response);
+    };
+    let timeout = Duration::from_millis(body["timeout_ms"].as_u64().unwrap_or(5000));
+    let signal = {
+        let mut state = lock(&park.inner.state);
+        let entry = state
+            .barriers
+            .entry(name.to_owned())
+            .or_insert_with(|| (0, Arc::new(tokio::sync::Notify::new())));
+        entry.0 += 1;
+        if entry.0 >= parties {
+            let signal = Arc::clone(&entry.1);
+            state.barriers.remove(name);
+            signal.notify_waiters();
+            None
+        } else {
+            // Registered as a waiter now, under the lock: the release cannot slip past it.
+            Some(Arc::clone(&entry.1).notified_owned())
+        }
+    };
+    let released = match signal {
+        None => true,
+        Some(waiting) => tokio::time::timeout(timeout, waiting).await.is_ok(),
+    };
+    if released {
+        park.answer(
+            "/barrier",
+            body,
+            StatusCode::OK,
+            json!({"released": true, "parties": parties}),
+        )
+    } else {
+        if let Some(entry) = lock(&park.inner.state).barriers.get_mut(name) {
+            entry.0 = entry.0.saturating_sub(1);
+        }
+        let response = json!({"error": format!("{parties} parties never met at barrier {name:?}")});
+        park.answer("/barrier", body, StatusCode::GATEWAY_TIMEOUT, response)
+    }
 }
 
 async fn log_handler(State(park): State<Park>) -> Json<Vec<LoggedCall>> {

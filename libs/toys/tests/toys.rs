@@ -472,3 +472,36 @@ async fn every_toy_is_served_on_one_port() {
     );
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_barrier_releases_callers_only_when_enough_wait_together() {
+    let (park, server) = start_park(ParkConfig::default()).await;
+    let call = |body: Value| {
+        let url = format!("{}/barrier", server.url());
+        async move {
+            let response = reqwest::Client::new()
+                .post(url)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap(),
+            )
+        }
+    };
+    // Three callers at once meet.
+    let body = json!({"name": "three", "parties": 3, "timeout_ms": 5000});
+    let met = futures::future::join_all((0..3).map(|_| call(body.clone()))).await;
+    assert!(
+        met.iter()
+            .all(|(status, answer)| *status == 200 && answer["released"] == json!(true)),
+        "{met:?}"
+    );
+    // Two of three never do: both give up.
+    let body = json!({"name": "two-of-three", "parties": 3, "timeout_ms": 300});
+    let short = futures::future::join_all((0..2).map(|_| call(body.clone()))).await;
+    assert!(short.iter().all(|(status, _)| *status == 504), "{short:?}");
+    assert_eq!(park.calls("/barrier").len(), 5);
+}

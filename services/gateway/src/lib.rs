@@ -126,6 +126,8 @@ pub fn route_table() -> Vec<route::Route> {
     routes.extend(mcp::routes());
     routes.extend(routes::discovery::routes());
     routes.extend(routes::help::routes());
+    routes.extend(routes::world_components::routes());
+    routes.extend(routes::world::routes());
     routes
 }
 

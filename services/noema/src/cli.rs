@@ -134,6 +134,18 @@ enum Command {
     /// The MCP endpoint as a client sees it.
     #[command(subcommand)]
     Mcp(commands::mcp::McpCommand),
+    /// World kernel: create worlds, run turns, show states and diffs, verify history.
+    #[command(subcommand)]
+    World(commands::world::WorldCommand),
+    /// World kernel components: store and read them by content hash.
+    #[command(subcommand)]
+    Component(commands::world::ComponentCommand),
+    /// World kernel scenarios.
+    #[command(subcommand)]
+    Scenario(commands::world::ScenarioCommand),
+    /// The world kernel's toys: a scripted LLM and the seed's toy sources.
+    #[command(subcommand)]
+    Toys(commands::toys::ToysCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -319,6 +331,10 @@ async fn dispatch(registry: &Registry, cli: Cli) -> ExitCode {
         Command::Identity(command) => finish(commands::diary::identity(&command).await),
         Command::Continuity(command) => finish(commands::continuity::continuity(&command).await),
         Command::Mcp(command) => finish(commands::mcp::mcp(&command).await),
+        Command::World(command) => finish(commands::world::world(&command).await),
+        Command::Component(command) => finish(commands::world::component(&command).await),
+        Command::Scenario(command) => finish(commands::world::scenario(&command).await),
+        Command::Toys(command) => finish(commands::toys::toys(&command).await),
         Command::Config(ConfigCommand::Dump(flags)) => {
             match load(registry, cli.config.as_ref(), &flags).and_then(|c| c.to_toml()) {
                 Ok(text) => {

@@ -19,7 +19,7 @@ pub use noema_runtime::registry::Registry;
 /// Every service of the `noema` binary. A test or an example extends it with
 /// [`Registry::with`].
 pub fn builtin() -> Result<Registry, RegistryError> {
-    Registry::new(vec![identity(), ledger(), continuity()])
+    Registry::new(vec![identity(), ledger(), continuity(), world()])
 }
 
 /// Agents, keys, tokens and signed diaries (seed 004); checks every service's tokens.
@@ -140,6 +140,38 @@ fn build_continuity(ctx: ServiceContext) -> BoxFuture<'static, Result<Hosted, Bu
     })
 }
 
+/// The world kernel (seed 003): components, worlds, attempted turns over its own database;
+/// the ledger anchors turn hashes (`world.anchor`).
+fn world() -> ServiceSpec {
+    ServiceSpec {
+        name: "world",
+        grpc_services: &[noema_world::SERVICE_NAME],
+        descriptors: noema_proto::FILE_DESCRIPTOR_SET,
+        migrations: &noema_world::MIGRATIONS,
+        object_store: None,
+        peers: &["identity", "ledger"],
+        options: Some(OptionsSpec::of::<noema_world::WorldOptions>()),
+        token_authority: None,
+        build: build_world,
+    }
+}
+
+fn build_world(ctx: ServiceContext) -> BoxFuture<'static, Result<Hosted, BuildError>> {
+    Box::pin(async move {
+        let options: noema_world::WorldOptions = ctx.options()?;
+        let problems = options.problems();
+        if !problems.is_empty() {
+            return Err(BuildError::Options(problems.join("; ")));
+        }
+        let world = noema_world::WorldBuilder::new(ctx.db.clone(), options)
+            .ledger(ctx.peer("ledger")?)
+            .build()
+            .await
+            .map_err(|e| BuildError::failed(&e))?;
+        Ok(Hosted::new().with(noema_world::service(world)))
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -150,7 +182,10 @@ mod tests {
     #[test]
     fn the_builtin_registry_holds_together() {
         let registry = builtin().unwrap();
-        assert_eq!(registry.names(), ["identity", "ledger", "continuity"]);
+        assert_eq!(
+            registry.names(),
+            ["identity", "ledger", "continuity", "world"]
+        );
         let (authority, _) = registry.token_authority().unwrap();
         assert_eq!(authority.name, "identity");
         let ledger = registry.get("ledger").unwrap();
@@ -158,6 +193,8 @@ mod tests {
         assert_eq!(registry.calls(authority), Vec::<&str>::new());
         let continuity = registry.get("continuity").unwrap();
         assert_eq!(registry.calls(continuity), ["identity"]);
+        let world = registry.get("world").unwrap();
+        assert_eq!(registry.calls(world), ["identity", "ledger"]);
     }
 
     #[test]

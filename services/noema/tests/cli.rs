@@ -154,7 +154,7 @@ fn the_registry_decides_which_services_exist() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["identity", "ledger", "continuity"]);
+    assert_eq!(names, ["identity", "ledger", "continuity", "world"]);
     assert_eq!(services[1]["calls"], serde_json::json!(["identity"]));
     assert_eq!(services[0]["owner_token"], true);
 
@@ -163,13 +163,13 @@ fn the_registry_decides_which_services_exist() {
     assert!(!out.status.success());
     let err = text(&out.stderr);
     assert!(
-        err.contains("identity, ledger, continuity, gateway"),
+        err.contains("identity, ledger, continuity, world, gateway"),
         "{err}"
     );
     let err = failed_start(&[("NOEMA__EXAMPLE__GREETING", "hi")], &[]);
     assert!(
         err.contains(
-            "`example`: unknown service `example`; known services: identity, ledger, continuity"
+            "`example`: unknown service `example`; known services: identity, ledger, continuity, world"
         ),
         "{err}"
     );

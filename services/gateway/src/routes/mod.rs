@@ -15,3 +15,5 @@ pub mod ops;
 pub mod relations;
 pub mod signing;
 pub mod tokens;
+pub mod world;
+pub mod world_components;

@@ -30,6 +30,9 @@ pub enum BenchCommand {
     /// conflicts counted apart), reads with trust signals, lists of 1,000 capsules sorted by
     /// salience.
     Continuity(super::bench_continuity::ContinuityBenchArgs),
+    /// The world kernel in this process against the toys: its cost per subject per turn,
+    /// and one turn of many subjects run concurrently against a slow LLM.
+    World(super::bench_world::WorldBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -383,7 +386,7 @@ where
 
 /// CPU time (user and system, all threads) that process `pid` (or `self`) has used so far,
 /// in seconds, from /proc (Linux).
-fn cpu_seconds(pid: &str) -> Option<f64> {
+pub(super) fn cpu_seconds(pid: &str) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name, in parentheses, may hold spaces; fields are counted after it, where
     // the third field of the line (the state) comes first: utime and stime are the 14th and
@@ -407,6 +410,7 @@ pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
     let args = match command {
         BenchCommand::Ledger(args) => args,
         BenchCommand::Continuity(args) => return super::bench_continuity::bench(args).await,
+        BenchCommand::World(args) => return super::bench_world::bench_world(args).await,
     };
     let noema = args.client.connect().await?;
     let mut seed = [0u8; 8];

@@ -3,11 +3,14 @@
 
 pub mod bench;
 pub mod bench_continuity;
+pub mod bench_world;
 pub mod connect;
 pub mod continuity;
 pub mod diary;
 pub mod ledger;
 pub mod mcp;
+pub mod toys;
+pub mod world;
 
 use std::io::Write;
 

@@ -3,8 +3,11 @@
 //! marks it `interrupted`. The outcome decides the answer of `POST /worlds/{slug}/turns`.
 
 use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use uuid::Uuid;
 
-use super::failure::Failure;
+use super::failure::{Failure, FailureClass};
+use super::invocation::SourceTraceSummary;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -24,6 +27,43 @@ impl AttemptStatus {
             AttemptStatus::Interrupted => "interrupted",
         }
     }
+}
+
+impl AttemptStatus {
+    pub fn parse(text: &str) -> Option<AttemptStatus> {
+        [
+            AttemptStatus::Running,
+            AttemptStatus::Committed,
+            AttemptStatus::Failed,
+            AttemptStatus::Interrupted,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
+    }
+}
+
+/// An attempt as stored and served, with the seed's summary fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttemptRecord {
+    pub attempt_id: Uuid,
+    pub world_slug: String,
+    pub attempted_turn: u64,
+    pub status: AttemptStatus,
+    pub failure_class: Option<FailureClass>,
+    pub failure_message: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub started_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub ended_at: Option<OffsetDateTime>,
+    pub duration_ms: Option<u64>,
+    /// The hash of the turn this attempt committed.
+    pub committed_turn_hash: Option<String>,
+    /// The process that held the world's lease.
+    pub lease_owner: String,
+    pub source_invocation_count: u32,
+    pub last_source_invocation_id: Option<Uuid>,
+    pub source_trace_summary: SourceTraceSummary,
 }
 
 /// How a request to run a turn ended.

@@ -401,7 +401,7 @@ fn start_problems(start: &InvocationStart) -> Vec<Problem> {
 
 /// `attempts.source_trace_summary`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct SourceTraceSummary {
     pub by_kind: BTreeMap<InvocationKind, u32>,
     pub by_status: BTreeMap<InvocationStatus, u32>,

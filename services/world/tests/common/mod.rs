@@ -31,8 +31,13 @@ pub fn seed(name: &str) -> Value {
     serde_json::from_str(&text("seed", name)).unwrap_or_else(|e| panic!("seed/{name}: {e}"))
 }
 
+/// `libs/toys/park/<name>.json`: the park's own components (the toys' scenario).
 pub fn park(name: &str) -> Value {
-    serde_json::from_str(&text("park", name)).unwrap_or_else(|e| panic!("park/{name}: {e}"))
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../libs/toys/park")
+        .join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("park/{name}: {e}"))
 }
 
 /// Every seed example file name (without `.json`).
@@ -86,19 +91,19 @@ impl ComponentLookup for MemoryLookup {
 
 /// Replaces every string value `"<name>"` found in `names` by that hash.
 pub fn substitute(value: &Value, names: &BTreeMap<String, ContentHash>) -> Value {
-    match value {
-        Value::String(s) => match s.strip_prefix('<').and_then(|s| s.strip_suffix('>')) {
-            Some(name) if names.contains_key(name) => Value::from(names[name].as_str()),
-            _ => value.clone(),
-        },
-        Value::Array(items) => Value::Array(items.iter().map(|i| substitute(i, names)).collect()),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), substitute(v, names)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
+    let names = names
+        .iter()
+        .map(|(name, hash)| (name.clone(), hash.to_string()))
+        .collect();
+    noema_toys::scenario::substitute(value, &names)
+}
+
+/// The kind a park component names.
+pub fn kind_named(name: &str) -> ComponentKind {
+    ComponentKind::ALL
+        .into_iter()
+        .find(|k| k.as_str() == name)
+        .unwrap_or_else(|| panic!("no component kind {name}"))
 }
 
 /// The park: every component of the seed's workflow example, stored, with the placeholder
@@ -108,141 +113,23 @@ pub struct Park {
     pub names: BTreeMap<String, ContentHash>,
 }
 
-/// Placeholder name → (kind, fixture dir, fixture name).
-const COMPONENTS: [(&str, ComponentKind, &str, &str); 16] = [
-    (
-        "toy-weather-source-hash",
-        ComponentKind::ResponseSource,
-        "seed",
-        "source_toy_park_weather",
-    ),
-    (
-        "weather-result-schema-hash",
-        ComponentKind::JsonSchema,
-        "park",
-        "weather_result.schema",
-    ),
-    (
-        "toy-pa-source-hash",
-        ComponentKind::ResponseSource,
-        "seed",
-        "source_toy_park_pa",
-    ),
-    (
-        "pa-result-schema-hash",
-        ComponentKind::JsonSchema,
-        "park",
-        "pa_result.schema",
-    ),
-    (
-        "toy-phone-inbox-source-hash",
-        ComponentKind::ResponseSource,
-        "seed",
-        "source_toy_phone_inbox",
-    ),
-    (
-        "phone-inbox-result-schema-hash",
-        ComponentKind::JsonSchema,
-        "park",
-        "phone_inbox_result.schema",
-    ),
-    (
-        "llm-source-hash",
-        ComponentKind::ResponseSource,
-        "seed",
-        "source_llm_chat_router",
-    ),
-    (
-        "http-vending-source-hash",
-        ComponentKind::ResponseSource,
-        "seed",
-        "source_toy_vending_machine",
-    ),
-    (
-        "buy-candy-arguments-schema-hash",
-        ComponentKind::JsonSchema,
-        "park",
-        "buy_candy_arguments.schema",
-    ),
-    (
-        "vending-result-schema-hash",
-        ComponentKind::JsonSchema,
-        "park",
-        "vending_result.schema",
-    ),
-    (
-        "http-drinking-fountain-source-hash",
-        ComponentKind::ResponseSource,
-        "park",
-        "source_toy_drinking_fountain",
-    ),
-    (
-        "drinking-fountain-arguments-schema-hash",
-        ComponentKind::JsonSchema,
-        "park",
-        "drinking_fountain_arguments.schema",
-    ),
-    (
-        "drinking-fountain-result-schema-hash",
-        ComponentKind::JsonSchema,
-        "park",
-        "drinking_fountain_result.schema",
-    ),
-    (
-        "dummy-send-text-source-hash",
-        ComponentKind::ResponseSource,
-        "seed",
-        "source_dummy_send_text",
-    ),
-    (
-        "send-text-arguments-schema-hash",
-        ComponentKind::JsonSchema,
-        "park",
-        "send_text_arguments.schema",
-    ),
-    (
-        "send-text-result-schema-hash",
-        ComponentKind::JsonSchema,
-        "park",
-        "send_text_result.schema",
-    ),
-];
-
 impl Park {
     pub fn new() -> Park {
-        let mut lookup = MemoryLookup::with_builtins();
-        let mut names = BTreeMap::new();
-        for (name, kind, dir, file) in COMPONENTS {
-            let document = if dir == "seed" {
-                seed(file)
-            } else {
-                park(file)
-            };
-            names.insert(name.to_owned(), lookup.put(kind, &document));
-        }
-        names.insert(
-            "world-patch-schema-hash".to_owned(),
+        let mut park = Park {
+            lookup: MemoryLookup::with_builtins(),
+            names: BTreeMap::new(),
+        };
+        park.names.insert(
+            noema_toys::scenario::WORLD_PATCH_SCHEMA.to_owned(),
             builtin_components().unwrap()[0].1.clone(),
         );
-        let mut park = Park { lookup, names };
-        let workflow = park.workflow();
-        park.name(
-            "park-workflow-hash",
-            ComponentKind::CognitionWorkflow,
-            &workflow,
-        );
-        let simple = substitute(&self::park("simple_workflow"), &park.names);
-        park.name(
-            "simple-workflow-hash",
-            ComponentKind::CognitionWorkflow,
-            &simple,
-        );
-        let profile = substitute(&self::park("cognition_profile"), &park.names);
-        park.name(
-            "park-profile-hash",
-            ComponentKind::CognitionProfile,
-            &profile,
-        );
+        for component in noema_toys::scenario::PARK {
+            if component.kind == "scenario" {
+                continue;
+            }
+            let document = substitute(&component.document().unwrap(), &park.names);
+            park.name(component.name, kind_named(component.kind), &document);
+        }
         park
     }
 

@@ -68,6 +68,13 @@ pub struct LlmChatInterface {
     /// A model name, or an alias (`@chat`) resolved from configuration.
     pub model: String,
     pub schema_delivery: SchemaDelivery,
+    /// The environment variable holding the provider's base URL (`…/v1`); without it,
+    /// `[world.llm] base_url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url_env: Option<String>,
+    /// The environment variable holding the API key; without it, `[world.llm] api_key_env`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
 }
 
 /// The `http_json` interface.
