@@ -73,7 +73,11 @@ async fn a_clean_reopen_reads_no_segment_and_a_lost_index_is_rebuilt() {
     }
     let expected = {
         let store = PackObjectStore::open_with(dir.path(), SMALL).await.unwrap();
-        assert_eq!(store.records_read_on_open(), 0, "the index covers everything");
+        assert_eq!(
+            store.records_read_on_open(),
+            0,
+            "the index covers everything"
+        );
         let found = contents(&store, "o/").await;
         assert_eq!(found.len(), 299);
         assert!(!found.contains_key("o/007"));
@@ -83,7 +87,11 @@ async fn a_clean_reopen_reads_no_segment_and_a_lost_index_is_rebuilt() {
     };
     std::fs::remove_file(dir.path().join("index.redb")).unwrap();
     let store = PackObjectStore::open_with(dir.path(), SMALL).await.unwrap();
-    assert_eq!(store.records_read_on_open(), 301, "rebuilt from every record");
+    assert_eq!(
+        store.records_read_on_open(),
+        301,
+        "rebuilt from every record"
+    );
     assert_eq!(contents(&store, "o/").await, expected);
 }
 
@@ -266,6 +274,50 @@ async fn compaction_while_writing_loses_nothing() {
     std::fs::remove_file(dir.path().join("index.redb")).unwrap();
     let store = PackObjectStore::open_with(dir.path(), SMALL).await.unwrap();
     assert_eq!(contents(&store, "w/").await, expected);
+}
+
+#[tokio::test]
+async fn a_tombstone_outliving_its_segment_keeps_the_object_deleted() {
+    // Segment 1: the object, then live ones. Segment 2: its tombstone, then overwrites that
+    // are soon dead. Compacting only mostly dead segments removes segment 2 and keeps 1, so
+    // the tombstone must move, or the object comes back when the index is rebuilt.
+    let dir = tempfile::tempdir().unwrap();
+    let store = PackObjectStore::open_with(dir.path(), SMALL).await.unwrap();
+    let padding = "p".repeat(100);
+    store
+        .put("t/deleted", Bytes::from(padding.clone()), "")
+        .await
+        .unwrap();
+    let mut n = 0;
+    while segments(dir.path()).len() < 2 {
+        let key = format!("t/live/{n:03}");
+        store
+            .put(&key, Bytes::from(padding.clone()), "")
+            .await
+            .unwrap();
+        n += 1;
+    }
+    store.delete("t/deleted").await.unwrap();
+    while segments(dir.path()).len() < 3 {
+        store
+            .put("t/junk", Bytes::from(padding.clone()), "")
+            .await
+            .unwrap();
+    }
+    let expected = contents(&store, "t/").await;
+    assert!(!expected.contains_key("t/deleted"));
+    let first = segments(dir.path())[0].clone();
+
+    let report = store.compact_wasteful(0.5).await.unwrap();
+    assert_eq!(report.segments_removed, 1, "{report:?}");
+    assert_eq!(report.tombstones_moved, 1, "{report:?}");
+    assert!(first.exists(), "the mostly live segment is kept");
+    assert_eq!(contents(&store, "t/").await, expected);
+    drop(store);
+
+    std::fs::remove_file(dir.path().join("index.redb")).unwrap();
+    let store = PackObjectStore::open_with(dir.path(), SMALL).await.unwrap();
+    assert_eq!(contents(&store, "t/").await, expected);
 }
 
 #[tokio::test]

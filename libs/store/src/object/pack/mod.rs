@@ -264,9 +264,22 @@ impl PackObjectStore {
     /// records has its live records copied to the end of the log and is then removed. Safe
     /// to run while the store serves reads and writes, and to interrupt at any point.
     pub async fn compact(&self) -> Result<CompactionReport, ObjectError> {
+        self.compact_wasteful(0.0).await
+    }
+
+    /// Compact only the sealed segments whose dead bytes are at least `min_dead_fraction`
+    /// of their size (what the background compaction does, with one half): the cheaper pass,
+    /// which leaves mostly live segments alone.
+    pub async fn compact_wasteful(
+        &self,
+        min_dead_fraction: f64,
+    ) -> Result<CompactionReport, ObjectError> {
         let core = Arc::clone(&self.inner.core);
         let target = core.root.display().to_string();
-        blocking("compact", target, move || compact::run(&core, 0.0)).await
+        blocking("compact", target, move || {
+            compact::run(&core, min_dead_fraction)
+        })
+        .await
     }
 
     fn entry(&self, key: &str) -> io::Result<Option<Entry>> {
