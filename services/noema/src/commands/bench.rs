@@ -26,6 +26,24 @@ pub enum BenchCommand {
     /// Canonical put (1 KiB payloads), signed reference put and canonical get, over gRPC
     /// and REST.
     Ledger(BenchArgs),
+    /// Fill a stopped instance's data directory with canonical objects, straight through the
+    /// ledger's store layer (pack store and database rows, as a put writes them), to measure
+    /// `noema up` over a large data set. A development tool.
+    #[command(hide = true)]
+    Fill(FillArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FillArgs {
+    /// The data directory `noema up --data-dir` will serve (not running).
+    #[arg(long)]
+    pub data_dir: std::path::PathBuf,
+    /// Canonical objects to add.
+    #[arg(long)]
+    pub objects: u64,
+    /// Payload size of each object (small JSON documents, padded).
+    #[arg(long, default_value_t = 64)]
+    pub payload_bytes: usize,
 }
 
 #[derive(Debug, Args)]
@@ -313,7 +331,10 @@ fn peak_rss_mb(pid: u32) -> Option<f64> {
 }
 
 pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
-    let BenchCommand::Ledger(args) = command;
+    let args = match command {
+        BenchCommand::Ledger(args) => args,
+        BenchCommand::Fill(args) => return super::bench_fill::fill(args).await,
+    };
     let noema = args.client.connect().await?;
     let mut seed = [0u8; 8];
     getrandom::fill(&mut seed).map_err(|e| CommandError::Usage(e.to_string()))?;

@@ -2,6 +2,7 @@
 //! runtime would, through noema-client.
 
 pub mod bench;
+mod bench_fill;
 pub mod connect;
 pub mod diary;
 pub mod ledger;
