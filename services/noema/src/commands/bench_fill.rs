@@ -68,59 +68,39 @@ pub async fn fill(args: &FillArgs) -> Result<(), CommandError> {
     let started = Instant::now();
     let mut last_report = Instant::now();
     let mut done = 0u64;
-    while done < args.objects {
+    // Rows of one round are committed while the next round's payloads are stored.
+    let mut rows: Option<Vec<Write>> = None;
+    while done < args.objects || rows.is_some() {
         let round = usize::try_from(args.objects - done).map_or(ROUND, |left| left.min(ROUND));
-        let now = OffsetDateTime::now_utc();
-        let mut writes = Vec::with_capacity(round);
-        let mut payloads = Vec::with_capacity(round);
-        for n in done..done + round as u64 {
-            let mut payload = format!("{{\"fill\":{run},\"n\":{n},\"pad\":\"").into_bytes();
-            payload.resize(args.payload_bytes.saturating_sub(2).max(payload.len()), b'x');
-            payload.extend_from_slice(b"\"}");
-            let id = ContentId::of_bytes(&payload).as_str().to_owned();
-            let submission = CanonicalSubmission {
-                schema_version: canonical::SCHEMA_VERSION.to_owned(),
-                storage_path: canonical::expected_storage_path("document", now, &id),
-                id,
-                object_type: "document".into(),
-                content_type: "application/json".into(),
-                size_bytes: i64::try_from(payload.len()).unwrap_or(i64::MAX),
-                created_at: utc_seconds(now),
-                created_by: "bench:fill".into(),
-                payload,
-                metadata: None,
-            };
-            let (object, payload) =
-                canonical::validate(submission, now).map_err(|e| failed("validate", e))?;
-            payloads.push((object.storage_path.clone(), Bytes::from(payload)));
-            writes.push(Write::Canonical {
-                object,
-                submitted_by: "bench:fill".into(),
-            });
-        }
-        // Payloads first, then rows: the order of a put.
-        futures::stream::iter(payloads)
-            .map(|(path, body)| {
-                let objects = objects.clone();
-                async move { objects.put(&path, body, "application/json").await }
-            })
-            .buffer_unordered(PUTS_IN_FLIGHT)
-            .try_collect::<Vec<()>>()
-            .await
-            .map_err(|e| failed("object store", e))?;
-        for chunk in writes.chunks(ROWS_PER_COMMIT) {
-            for result in store.write_batch(chunk).await {
-                result.map_err(|e| failed("ledger rows", e))?;
+        let (writes, payloads) = prepare(run, done, round, args.payload_bytes)?;
+        // Payloads before rows, the order of a put.
+        let store_payloads = async {
+            futures::stream::iter(payloads)
+                .map(|(path, body)| {
+                    let objects = objects.clone();
+                    async move { objects.put(&path, body, "application/json").await }
+                })
+                .buffer_unordered(PUTS_IN_FLIGHT)
+                .try_collect::<Vec<()>>()
+                .await
+                .map_err(|e| failed("object store", e))
+        };
+        let commit_rows = async {
+            for chunk in rows.take().unwrap_or_default().chunks(ROWS_PER_COMMIT) {
+                for result in store.write_batch(chunk).await {
+                    result.map_err(|e| failed("ledger rows", e))?;
+                }
             }
-        }
+            Ok::<_, CommandError>(())
+        };
+        let (stored, committed) = tokio::join!(store_payloads, commit_rows);
+        stored?;
+        committed?;
+        rows = (!writes.is_empty()).then_some(writes);
         done += round as u64;
         if last_report.elapsed().as_secs() >= 10 {
             last_report = Instant::now();
-            tracing::info!(
-                done,
-                per_sec = done as f64 / started.elapsed().as_secs_f64(),
-                "filling"
-            );
+            tracing::info!(done, seconds = started.elapsed().as_secs(), "filling");
         }
     }
     let seconds = started.elapsed().as_secs_f64();
@@ -131,4 +111,43 @@ pub async fn fill(args: &FillArgs) -> Result<(), CommandError> {
         "objects_per_sec": done as f64 / seconds,
     }));
     Ok(())
+}
+
+/// The rows and payloads of objects `first..first + count`.
+#[allow(clippy::type_complexity)]
+fn prepare(
+    run: u64,
+    first: u64,
+    count: usize,
+    payload_bytes: usize,
+) -> Result<(Vec<Write>, Vec<(String, Bytes)>), CommandError> {
+    let now = OffsetDateTime::now_utc();
+    let mut writes = Vec::with_capacity(count);
+    let mut payloads = Vec::with_capacity(count);
+    for n in first..first + count as u64 {
+        let mut payload = format!("{{\"fill\":{run},\"n\":{n},\"pad\":\"").into_bytes();
+        payload.resize(payload_bytes.saturating_sub(2).max(payload.len()), b'x');
+        payload.extend_from_slice(b"\"}");
+        let id = ContentId::of_bytes(&payload).as_str().to_owned();
+        let submission = CanonicalSubmission {
+            schema_version: canonical::SCHEMA_VERSION.to_owned(),
+            storage_path: canonical::expected_storage_path("document", now, &id),
+            id,
+            object_type: "document".into(),
+            content_type: "application/json".into(),
+            size_bytes: i64::try_from(payload.len()).unwrap_or(i64::MAX),
+            created_at: utc_seconds(now),
+            created_by: "bench:fill".into(),
+            payload,
+            metadata: None,
+        };
+        let (object, payload) =
+            canonical::validate(submission, now).map_err(|e| failed("validate", e))?;
+        payloads.push((object.storage_path.clone(), Bytes::from(payload)));
+        writes.push(Write::Canonical {
+            object,
+            submitted_by: "bench:fill".into(),
+        });
+    }
+    Ok((writes, payloads))
 }
