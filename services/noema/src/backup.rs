@@ -17,7 +17,9 @@
 //! default) or a file store (`file://`, what earlier versions made for the ledger). A pack store's backup is a copy of its segment
 //! files: segments only grow, so a copy taken while Noema appends is a valid store whose last
 //! record may be cut short, which the store skips on open (that record is at most an orphan:
-//! the database snapshots were taken first). Restore puts the objects back into the kind of
+//! the database snapshots were taken first), and the store's compaction removes no segment
+//! while the copy holds them. The store's index is not copied; the restored store rebuilds
+//! it from the segments on its first open. Restore puts the objects back into the kind of
 //! store they came from.
 //!
 //! Content types: the file object store keeps an object's content type in an extended
@@ -32,6 +34,7 @@ use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 
 use noema_runtime::{NoemaConfig, Registry};
+use noema_store::object::PackObjectStore;
 use noema_store::{Database, DbOptions};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -371,8 +374,16 @@ fn copy_object_store(store: &Path, out: &Path, dir: &str) -> Result<Vec<FileEntr
     Ok(copied)
 }
 
-/// Copies the segments of the pack store rooted at `store` into `out/<dir>/segments/`.
+/// Copies the segments of the pack store rooted at `store` into `out/<dir>/segments/`. The
+/// store's compaction removes no segment while the copy runs (it holds the segments); its
+/// index is not copied: the restored store rebuilds it from the segments.
 fn copy_pack_store(store: &Path, out: &Path, dir: &str) -> Result<Vec<FileEntry>, BackupError> {
+    let segments_dir = store.join(STORE_SEGMENTS);
+    let _hold = if segments_dir.is_dir() {
+        Some(PackObjectStore::hold_segments(store).map_err(io_err(&segments_dir))?)
+    } else {
+        None
+    };
     let segments = format!("{STORE_SEGMENTS}/");
     walk(store)?
         .into_iter()

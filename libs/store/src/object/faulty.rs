@@ -26,7 +26,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore};
+use super::{ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore, PutOutcome};
 
 /// A fault count that does not run down.
 pub const STICKY: u32 = u32::MAX;
@@ -157,6 +157,28 @@ impl ObjectStore for FaultyObjectStore {
             ));
         }
         Ok(())
+    }
+
+    /// Put faults apply here too: a conditional put is a put.
+    async fn put_if_absent(
+        &self,
+        key: &str,
+        body: Bytes,
+        content_type: &str,
+    ) -> Result<PutOutcome, ObjectError> {
+        self.delay().await;
+        if self.faults.take(&self.faults.fail_puts) {
+            return Err(Self::injected("put", key, "put failed before writing"));
+        }
+        let outcome = self.inner.put_if_absent(key, body, content_type).await?;
+        if self.faults.take(&self.faults.lose_put_acks) {
+            return Err(Self::injected(
+                "put",
+                key,
+                "put stored, acknowledgement lost",
+            ));
+        }
+        Ok(outcome)
     }
 
     async fn get(&self, key: &str) -> Result<ObjectBody, ObjectError> {

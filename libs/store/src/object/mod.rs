@@ -37,7 +37,7 @@ use futures::{Stream, StreamExt};
 pub use error::{ACCEPTED_OBJECT_STORE_URLS, BoxError, ObjectError};
 pub use faulty::FaultyObjectStore;
 pub use file::{ContentTypeStorage, FileObjectStore, FileStoreOptions};
-pub use pack::{PackObjectStore, PackStoreOptions};
+pub use pack::{CompactionReport, PackObjectStore, PackStoreOptions};
 pub use retry::WriteRetry;
 pub use s3::S3ObjectStore;
 
@@ -94,6 +94,15 @@ pub struct ListPage {
     pub next_start_after: Option<String>,
 }
 
+/// What [`ObjectStore::put_if_absent`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// The object was stored.
+    Created,
+    /// An object was there already; nothing was written.
+    Exists,
+}
+
 /// A place to keep immutable blobs by key. See the module documentation for the semantics
 /// every implementation shares.
 #[async_trait]
@@ -102,6 +111,23 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
     /// An empty `content_type` stores none: file:// then reports `None`, S3 its own default
     /// (usually `binary/octet-stream`).
     async fn put(&self, key: &str, body: Bytes, content_type: &str) -> Result<(), ObjectError>;
+
+    /// Store `body` under `key` unless an object is there already, in one call: durable
+    /// when it returns `Created`. Atomic on `pack://` and on S3 (a conditional write,
+    /// `If-None-Match: *`); elsewhere a `head` then a `put`, so two racing writers of one
+    /// key may both be told `Created`, harmless for content-addressed keys (the same bytes).
+    async fn put_if_absent(
+        &self,
+        key: &str,
+        body: Bytes,
+        content_type: &str,
+    ) -> Result<PutOutcome, ObjectError> {
+        if self.head(key).await?.is_some() {
+            return Ok(PutOutcome::Exists);
+        }
+        self.put(key, body, content_type).await?;
+        Ok(PutOutcome::Created)
+    }
 
     /// Read an object; `NotFound` if there is none.
     async fn get(&self, key: &str) -> Result<ObjectBody, ObjectError>;

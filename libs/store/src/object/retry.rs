@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{ObjectError, ObjectStore};
+use super::{ObjectError, ObjectStore, PutOutcome};
 
 /// How often, and how far apart, a write is attempted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,10 +51,33 @@ impl WriteRetry {
         body: Bytes,
         content_type: &str,
     ) -> Result<(), ObjectError> {
+        self.attempt(key, || store.put(key, body.clone(), content_type))
+            .await
+    }
+
+    /// [`ObjectStore::put_if_absent`] under the same policy. An attempt after one whose
+    /// acknowledgement was lost finds the object there and answers `Exists`: the caller
+    /// tells its own bytes from another's (the ledger compares their hash).
+    pub async fn put_if_absent(
+        &self,
+        store: &dyn ObjectStore,
+        key: &str,
+        body: Bytes,
+        content_type: &str,
+    ) -> Result<PutOutcome, ObjectError> {
+        self.attempt(key, || store.put_if_absent(key, body.clone(), content_type))
+            .await
+    }
+
+    async fn attempt<T, F, Fut>(&self, key: &str, mut write: F) -> Result<T, ObjectError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, ObjectError>>,
+    {
         let mut attempt = 1;
         loop {
-            match store.put(key, body.clone(), content_type).await {
-                Ok(()) => return Ok(()),
+            match write().await {
+                Ok(done) => return Ok(done),
                 Err(err) if err.is_retryable() && attempt < self.attempts => {
                     tracing::warn!(attempt, key, error = %noema_core::ErrorChain(&err), "object store write failed; retrying");
                     tokio::time::sleep(self.pause_after(attempt)).await;

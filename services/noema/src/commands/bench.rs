@@ -33,6 +33,24 @@ pub enum BenchCommand {
     /// The world kernel in this process against the toys: its cost per subject per turn,
     /// and one turn of many subjects run concurrently against a slow LLM.
     World(super::bench_world::WorldBenchArgs),
+    /// Fill a stopped instance's data directory with canonical objects, straight through the
+    /// ledger's store layer (pack store and database rows, as a put writes them), to measure
+    /// `noema up` over a large data set. A development tool.
+    #[command(hide = true)]
+    Fill(FillArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FillArgs {
+    /// The data directory `noema up --data-dir` will serve (not running).
+    #[arg(long)]
+    pub data_dir: std::path::PathBuf,
+    /// Canonical objects to add.
+    #[arg(long)]
+    pub objects: u64,
+    /// Payload size of each object (small JSON documents, padded).
+    #[arg(long, default_value_t = 64)]
+    pub payload_bytes: usize,
 }
 
 #[derive(Debug, Args)]
@@ -411,6 +429,7 @@ pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
         BenchCommand::Ledger(args) => args,
         BenchCommand::Continuity(args) => return super::bench_continuity::bench(args).await,
         BenchCommand::World(args) => return super::bench_world::bench_world(args).await,
+        BenchCommand::Fill(args) => return super::bench_fill::fill(args).await,
     };
     let noema = args.client.connect().await?;
     let mut seed = [0u8; 8];

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod bench_continuity;
+mod bench_fill;
 pub mod bench_world;
 pub mod connect;
 pub mod continuity;

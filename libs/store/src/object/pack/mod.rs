@@ -4,71 +4,88 @@
 //! One file per object costs a file creation, a rename and two `fsync`s per put, which is most
 //! of the cost of storing a small object. Here, every put is a record appended to the active
 //! segment, and one writer thread makes each group of concurrent puts durable with a single
-//! `fdatasync`.
+//! `fdatasync` (several groups' flushes overlapping, see [`writer`]).
 //!
 //! Layout under the root directory:
 //!
 //! ```text
 //! <root>/LOCK                   held (flock) by the one store that has the directory open
 //! <root>/segments/<n>.pack      append-only segments, numbered from 1 (ten digits)
+//! <root>/index.redb             the persisted index: where each live object is
 //! ```
 //!
-//! Records are described in [`record`]. A delete appends a tombstone record. Nothing is ever
-//! rewritten: a segment only grows, until it reaches the segment size (64 MiB by default) and
-//! the next one is started.
+//! Records are described in [`record`]. A delete appends a tombstone record. A segment only
+//! grows, until it reaches the segment size (64 MiB by default) and the next one is started;
+//! compaction later copies a segment's live records to the end of the log and removes it.
 //!
 //! - **Durability:** a put or delete returns `Ok` only after its record was `fdatasync`ed, and
 //!   becomes visible to readers at that moment, never before.
-//! - **Crash recovery:** [`PackObjectStore::open`] reads every segment, checks every record's
-//!   checksum and builds the index from the valid ones, later records winning. A torn append
-//!   (a crash during a write, which no caller was told had succeeded) is skipped, and so is
-//!   damage anywhere: reading resumes at the next valid record. Appends then go to a new
-//!   segment, unless the last one ended cleanly.
-//! - **Memory:** the index (key, location, size, time and content type of every live object)
-//!   is held in memory: about the key's length plus 100 bytes per object.
-//! - **Space:** the bytes of deleted and overwritten objects stay in their segments; nothing
-//!   compacts them. This store suits data that is written once and kept, as the ledger's
-//!   objects are; for data that is often replaced, use `file://` or `s3://`.
+//! - **Index and memory:** the index (key → segment, offset, size, time and content type) is
+//!   a redb database on disk, read through a bounded cache ([`INDEX_CACHE_BYTES`]): resident
+//!   memory does not grow with the number of objects, and opening reads no segment the index
+//!   already covers. See [`index`] for how it stays consistent with the segments.
+//! - **Crash recovery:** the segments are the truth. Opening reads the records the index's
+//!   last durable commit does not cover (at most a few seconds of writes) and checks their
+//!   checksums; a torn append (a crash during a write, which no caller was told had
+//!   succeeded) is skipped, and so is damage anywhere: reading resumes at the next valid
+//!   record. Appends then go to a new segment, unless the last one ended cleanly. A missing
+//!   or unreadable index, or one that does not match the segments, is rebuilt from all of
+//!   them.
+//! - **Space:** the bytes of deleted and overwritten objects are reclaimed by compaction
+//!   ([`PackObjectStore::compact`], and in the background every [`COMPACT_EVERY`] for
+//!   segments at least half dead); see [`compact`] for why it never loses an acknowledged
+//!   object, whenever it is interrupted.
 //! - **One process:** the directory is locked while open; a second store on it (in this
 //!   process or another) is refused.
-//! - **Backups:** a copy of `segments/` taken while the store runs is a valid store: segments
-//!   only grow, and a record being appended during the copy is at worst a torn tail, skipped
-//!   on open.
+//! - **Backups:** a copy of `segments/` taken while the store runs is a valid store (its index
+//!   is rebuilt from the segments when it is opened): segments only grow, a record being
+//!   appended during the copy is at worst a torn tail, skipped on open, and compaction removes
+//!   no segment while a copy holds [`PackObjectStore::hold_segments`].
 
+mod compact;
+mod index;
 mod record;
 mod writer;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, ErrorKind};
-use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use rustix::fs::FlockOperation;
 use tokio::sync::oneshot;
 
+pub use self::compact::CompactionReport;
+use self::index::{Entry, Index, SegmentFile};
 use self::record::Kind;
-use self::writer::{Active, Append, Writer};
+use self::writer::{Active, Condition, Message, Outcome, Request, Writer};
 use super::key::{validate_key, validate_prefix};
 use super::local::{blocking, create_dir_durably, io_error, require_root, sync_dir};
 use super::page::PageBuilder;
-use super::{ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore};
+use super::{ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore, PutOutcome};
 
 const SEGMENTS: &str = "segments";
 const LOCK: &str = "LOCK";
 const SEGMENT_SUFFIX: &str = ".pack";
 /// The default size at which a segment is closed and the next one started.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
+/// Memory the index may use to cache its pages.
+pub const INDEX_CACHE_BYTES: usize = 16 * 1024 * 1024;
+/// How often the background compaction looks for segments at least half dead.
+pub const COMPACT_EVERY: Duration = Duration::from_secs(10 * 60);
+/// Share of a segment's bytes that must be dead for the background compaction to take it.
+const BACKGROUND_DEAD_FRACTION: f64 = 0.5;
 /// Size of the chunks `get` streams.
 const CHUNK: u64 = 1024 * 1024;
-/// Distinct content types shared between index entries; others get their own copy.
-const MAX_INTERNED_TYPES: usize = 1024;
+/// Lookups a read makes when the segment it was sent to has just been compacted away.
+const READ_ATTEMPTS: usize = 3;
 
 /// How to open a [`PackObjectStore`].
 #[derive(Debug, Clone, Copy)]
@@ -85,40 +102,25 @@ impl Default for PackStoreOptions {
     }
 }
 
-/// Where a live object's body is, and what is known about it.
-#[derive(Debug, Clone)]
-struct Entry {
-    segment: u32,
-    body_offset: u64,
-    body_len: u64,
-    modified_nanos: i64,
-    content_type: Option<Arc<str>>,
-}
-
-/// What readers and the writer share.
+/// The open segment files, which readers and the writer share.
 #[derive(Debug, Default)]
 struct Shared {
-    index: RwLock<BTreeMap<String, Entry>>,
     segments: RwLock<HashMap<u32, Arc<File>>>,
-    content_types: Mutex<HashSet<Arc<str>>>,
 }
 
 impl Shared {
-    // A poisoned lock only means a panic elsewhere while it was held; the maps are updated
-    // in single calls, so they are whole.
-    fn read_index(&self) -> RwLockReadGuard<'_, BTreeMap<String, Entry>> {
-        self.index.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn write_index(&self) -> RwLockWriteGuard<'_, BTreeMap<String, Entry>> {
-        self.index.write().unwrap_or_else(PoisonError::into_inner)
-    }
-
     fn add_segment(&self, id: u32, file: Arc<File>) {
         self.segments
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id, file);
+    }
+
+    fn remove_segment(&self, id: u32) {
+        self.segments
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
     }
 
     fn segment(&self, id: u32) -> Option<Arc<File>> {
@@ -129,22 +131,13 @@ impl Shared {
             .cloned()
     }
 
-    fn intern(&self, content_type: &str) -> Option<Arc<str>> {
-        if content_type.is_empty() {
-            return None;
-        }
-        let mut types = self
-            .content_types
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(known) = types.get(content_type) {
-            return Some(known.clone());
-        }
-        let new: Arc<str> = Arc::from(content_type);
-        if types.len() < MAX_INTERNED_TYPES {
-            types.insert(new.clone());
-        }
-        Some(new)
+    fn oldest_segment(&self) -> Option<u32> {
+        self.segments
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .min()
+            .copied()
     }
 }
 
@@ -166,21 +159,51 @@ pub struct PackObjectStore {
     inner: Arc<Inner>,
 }
 
+/// What the store's handles, the writer and the compactor share.
+#[derive(Debug)]
+struct Core {
+    root: PathBuf,
+    dir: PathBuf,
+    shared: Arc<Shared>,
+    index: Arc<Index>,
+    messages: Mutex<Sender<Message>>,
+    /// Held while a compaction runs: one at a time.
+    compacting: Mutex<()>,
+    /// Records read from the segments on open, to bring the index up to date.
+    records_read_on_open: u64,
+}
+
+impl Core {
+    fn send(&self, message: Message) -> bool {
+        self.messages
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(message)
+            .is_ok()
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
-    root: PathBuf,
-    shared: Arc<Shared>,
-    appends: Option<Sender<Append>>,
+    core: Arc<Core>,
     writer: Option<JoinHandle<()>>,
+    stop_compactor: Option<Sender<()>>,
+    compactor: Option<JoinHandle<()>>,
     /// Holds the directory's lock until the store is dropped (after the writer has stopped).
     _lock: File,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // Let the writer finish what was queued, so that nothing of this store still writes
-        // once the lock is released.
-        self.appends.take();
+        // Stop compacting, then let the writer finish what was queued and make the index
+        // durable, so that nothing of this store still writes once the lock is released.
+        self.stop_compactor.take();
+        if let Some(compactor) = self.compactor.take()
+            && compactor.join().is_err()
+        {
+            tracing::error!("the pack store compactor panicked");
+        }
+        self.core.send(Message::Shutdown);
         if let Some(writer) = self.writer.take()
             && writer.join().is_err()
         {
@@ -189,14 +212,21 @@ impl Drop for Inner {
     }
 }
 
+/// A shared lock on a pack store's segments directory: while it is held, compaction removes
+/// no segment, so a copy of the directory misses none of its records.
+#[derive(Debug)]
+pub struct SegmentsHold {
+    _dir: File,
+}
+
 impl PackObjectStore {
     /// Open (creating if needed) a store rooted at `root`, with the default options.
     pub async fn open(root: impl AsRef<Path>) -> Result<Self, ObjectError> {
         Self::open_with(root, PackStoreOptions::default()).await
     }
 
-    /// Open (creating if needed) a store rooted at `root`: lock it, and read every segment to
-    /// build the index.
+    /// Open (creating if needed) a store rooted at `root`: lock it, open its index and index
+    /// whatever the segments hold that it does not cover yet.
     pub async fn open_with(
         root: impl AsRef<Path>,
         options: PackStoreOptions,
@@ -212,18 +242,55 @@ impl PackObjectStore {
 
     /// The root directory.
     pub fn root(&self) -> &Path {
-        &self.inner.root
+        &self.inner.core.root
     }
 
-    fn entry(&self, key: &str) -> Option<Entry> {
-        self.inner.shared.read_index().get(key).cloned()
+    /// How many records opening read from the segments to bring the index up to date: none
+    /// after a clean close, a few seconds' worth of writes after a crash, every record when
+    /// the index was rebuilt.
+    pub fn records_read_on_open(&self) -> u64 {
+        self.inner.core.records_read_on_open
+    }
+
+    /// Take a shared lock on the segments of the pack store rooted at `root` (in this process
+    /// or another), waiting for a segment removal in progress to finish. Blocking.
+    pub fn hold_segments(root: &Path) -> io::Result<SegmentsHold> {
+        let dir = File::open(root.join(SEGMENTS))?;
+        rustix::fs::flock(&dir, FlockOperation::LockShared)?;
+        Ok(SegmentsHold { _dir: dir })
+    }
+
+    /// Reclaim the space of overwritten and deleted objects: every sealed segment with dead
+    /// records has its live records copied to the end of the log and is then removed. Safe
+    /// to run while the store serves reads and writes, and to interrupt at any point.
+    pub async fn compact(&self) -> Result<CompactionReport, ObjectError> {
+        self.compact_wasteful(0.0).await
+    }
+
+    /// Compact only the sealed segments whose dead bytes are at least `min_dead_fraction`
+    /// of their size (what the background compaction does, with one half): the cheaper pass,
+    /// which leaves mostly live segments alone.
+    pub async fn compact_wasteful(
+        &self,
+        min_dead_fraction: f64,
+    ) -> Result<CompactionReport, ObjectError> {
+        let core = Arc::clone(&self.inner.core);
+        let target = core.root.display().to_string();
+        blocking("compact", target, move || {
+            compact::run(&core, min_dead_fraction)
+        })
+        .await
+    }
+
+    fn entry(&self, key: &str) -> io::Result<Option<Entry>> {
+        self.inner.core.index.get(key)
     }
 
     fn meta(key: &str, entry: &Entry) -> ObjectMeta {
         ObjectMeta {
             key: key.to_owned(),
             size: entry.body_len,
-            content_type: entry.content_type.as_deref().map(str::to_owned),
+            content_type: (!entry.content_type.is_empty()).then(|| entry.content_type.clone()),
             last_modified: time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(
                 entry.modified_nanos,
             ))
@@ -231,7 +298,8 @@ impl PackObjectStore {
         }
     }
 
-    /// Queue a record for the writer and wait until it is durable and visible.
+    /// Queue a record for the writer and wait until it is durable and visible (or its
+    /// condition failed).
     async fn append(
         &self,
         op: &'static str,
@@ -239,16 +307,18 @@ impl PackObjectStore {
         key: &str,
         content_type: &str,
         body: &[u8],
-    ) -> Result<(), ObjectError> {
+        condition: Condition,
+    ) -> Result<Outcome, ObjectError> {
         let modified_nanos = i64::try_from(time::OffsetDateTime::now_utc().unix_timestamp_nanos())
             .unwrap_or(i64::MAX);
         let (done, acknowledged) = oneshot::channel();
-        let append = Append {
+        let request = Request {
             kind,
             key: key.to_owned(),
-            content_type: self.inner.shared.intern(content_type),
+            content_type: content_type.to_owned(),
             modified_nanos,
             record: record::encode(kind, key, content_type, body, modified_nanos),
+            condition,
             done,
         };
         let stopped = || {
@@ -258,15 +328,36 @@ impl PackObjectStore {
                 io::Error::other("the pack store writer has stopped"),
             )
         };
-        let Some(appends) = &self.inner.appends else {
+        if !self.inner.core.send(Message::Append(request)) {
             return Err(stopped());
-        };
-        appends.send(append).map_err(|_| stopped())?;
+        }
         match acknowledged.await {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(outcome)) => Ok(outcome),
             Ok(Err(e)) => Err(io_error(op, key, e)),
             Err(_) => Err(stopped()),
         }
+    }
+
+    async fn put_checked(
+        &self,
+        key: &str,
+        body: &[u8],
+        content_type: &str,
+        condition: Condition,
+    ) -> Result<Outcome, ObjectError> {
+        validate_key(key)?;
+        if u16::try_from(content_type.len()).is_err() {
+            return Err(ObjectError::backend(
+                "put",
+                key,
+                io::Error::new(
+                    ErrorKind::InvalidInput,
+                    "the content type is longer than 65535 bytes",
+                ),
+            ));
+        }
+        self.append("put", Kind::Put, key, content_type, body, condition)
+            .await
     }
 }
 
@@ -295,83 +386,98 @@ fn open_blocking(root: PathBuf, options: PackStoreOptions) -> io::Result<Inner> 
         }
     })?;
 
-    let mut ids = Vec::new();
+    let mut files = Vec::new();
     for entry in fs::read_dir(&dir)? {
         let entry = entry?;
         match entry.file_name().to_str().and_then(segment_id) {
-            Some(id) => ids.push(id),
+            Some(id) => {
+                let meta = entry.metadata()?;
+                files.push(SegmentFile {
+                    id,
+                    path: entry.path(),
+                    len: meta.len(),
+                    modified: index::modified_nanos(&meta),
+                });
+            }
             None => tracing::warn!(path = %entry.path().display(), "not a pack segment; ignored"),
         }
     }
-    ids.sort_unstable();
+    files.sort_unstable_by_key(|f| f.id);
 
+    let opened = Index::open(&root, &files, INDEX_CACHE_BYTES)?;
     let shared = Arc::new(Shared::default());
-    let mut last_clean: Option<Active> = None;
-    {
-        let mut index = shared.write_index();
-        for &id in &ids {
-            let path = segment_path(&dir, id);
-            let file = File::options().read(true).write(true).open(&path)?;
-            let len = file.metadata()?.len();
-            let summary = record::scan(&file, len, |r| match r.kind {
-                Kind::Put => {
-                    let entry = Entry {
-                        segment: id,
-                        body_offset: r.body_offset,
-                        body_len: r.body_len,
-                        modified_nanos: r.modified_nanos,
-                        content_type: shared.intern(&r.content_type),
-                    };
-                    index.insert(r.key, entry);
-                }
-                Kind::Delete => {
-                    index.remove(&r.key);
-                }
-            })?;
-            if summary.invalid_bytes > 0 {
-                tracing::warn!(
-                    segment = %path.display(),
-                    invalid_bytes = summary.invalid_bytes,
-                    valid_records = summary.records,
-                    "pack segment holds bytes that are not valid records (a write cut short by a crash, or damage); they were skipped"
-                );
-            }
-            let file = Arc::new(file);
-            shared.add_segment(id, file.clone());
-            // Only the last segment may be appended to, and only if it ends cleanly (the writer
-            // starts the next one first if it is full).
-            last_clean = (summary.invalid_bytes == 0).then_some(Active { id, file, len });
-        }
-        tracing::info!(
-            root = %root.display(),
-            segments = ids.len(),
-            objects = index.len(),
-            "pack store opened"
-        );
+    let mut last = None;
+    for segment in &files {
+        let file = Arc::new(File::options().read(true).write(true).open(&segment.path)?);
+        shared.add_segment(segment.id, file.clone());
+        last = Some((segment.id, file, segment.len));
     }
+    // Only the last segment may be appended to, and only if it ends cleanly (the writer
+    // starts the next one first if it is full).
+    let active = last
+        .filter(|_| opened.tail_clean)
+        .map(|(id, file, len)| Active { id, file, len });
+    let live: u64 = opened.stats.values().map(|s| s.live).sum();
+    tracing::info!(
+        root = %root.display(),
+        segments = files.len(),
+        objects = live,
+        records_read = opened.replayed,
+        "pack store opened"
+    );
 
-    let next_segment = match ids.last() {
-        Some(&last) => last
+    let next_segment = match files.last() {
+        Some(last) => last
+            .id
             .checked_add(1)
             .ok_or_else(|| io::Error::other("the pack store ran out of segment numbers"))?,
         None => 1,
     };
-    let writer = Writer {
-        dir,
+    let index = Arc::new(opened.index);
+    let writer = Writer::new(writer::Setup {
+        dir: dir.clone(),
         shared: shared.clone(),
-        active: last_clean,
+        index: index.clone(),
+        stats: opened.stats,
+        active,
         next_segment,
         segment_bytes: options.segment_bytes.max(1),
-    };
-    let (appends, queue) = mpsc::channel();
+        covered: opened.covered,
+    });
+    let (messages, queue) = mpsc::channel();
+    let reports = messages.clone();
     let writer = std::thread::Builder::new()
         .name("noema-pack-writer".into())
-        .spawn(move || writer.run(&queue))?;
-    Ok(Inner {
+        .spawn(move || writer.run(&queue, &reports))?;
+    let core = Arc::new(Core {
         root,
+        dir,
         shared,
-        appends: Some(appends),
+        index,
+        messages: Mutex::new(messages),
+        compacting: Mutex::new(()),
+        records_read_on_open: opened.replayed,
+    });
+    let (stop_compactor, stop) = mpsc::channel::<()>();
+    let background = Arc::clone(&core);
+    let compactor = std::thread::Builder::new()
+        .name("noema-pack-compactor".into())
+        .spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(COMPACT_EVERY) {
+                match compact::run(&background, BACKGROUND_DEAD_FRACTION) {
+                    Ok(report) if report.segments_removed > 0 => {
+                        tracing::info!(?report, "pack store compacted");
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "pack store compaction failed"),
+                }
+            }
+        })?;
+    Ok(Inner {
+        core,
         writer: Some(writer),
+        stop_compactor: Some(stop_compactor),
+        compactor: Some(compactor),
         _lock: lock,
     })
 }
@@ -380,35 +486,48 @@ fn open_blocking(root: PathBuf, options: PackStoreOptions) -> io::Result<Inner> 
 impl ObjectStore for PackObjectStore {
     #[tracing::instrument(level = "debug", skip_all, fields(key = %key, size = body.len()))]
     async fn put(&self, key: &str, body: Bytes, content_type: &str) -> Result<(), ObjectError> {
-        validate_key(key)?;
-        if u16::try_from(content_type.len()).is_err() {
-            return Err(ObjectError::backend(
-                "put",
-                key,
-                io::Error::new(
-                    ErrorKind::InvalidInput,
-                    "the content type is longer than 65535 bytes",
-                ),
-            ));
-        }
-        self.append("put", Kind::Put, key, content_type, &body)
+        self.put_checked(key, &body, content_type, Condition::Always)
             .await
+            .map(drop)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %key, size = body.len()))]
+    async fn put_if_absent(
+        &self,
+        key: &str,
+        body: Bytes,
+        content_type: &str,
+    ) -> Result<PutOutcome, ObjectError> {
+        match self
+            .put_checked(key, &body, content_type, Condition::Absent)
+            .await?
+        {
+            Outcome::Written => Ok(PutOutcome::Created),
+            Outcome::Skipped => Ok(PutOutcome::Exists),
+        }
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
     async fn get(&self, key: &str) -> Result<ObjectBody, ObjectError> {
         validate_key(key)?;
-        let Some(entry) = self.entry(key) else {
+        // Index lookups run in place: the index's upper pages are cached, so a lookup is a
+        // few microseconds, less than a hand-off to a blocking thread would cost.
+        let mut found = None;
+        for _ in 0..READ_ATTEMPTS {
+            let Some(entry) = self.entry(key).map_err(|e| io_error("get", key, e))? else {
+                break;
+            };
+            // A segment that compaction removed after the lookup: its records have been
+            // moved, and the index says where, so look again.
+            if let Some(file) = self.inner.core.shared.segment(entry.segment) {
+                found = Some((entry, file));
+                break;
+            }
+        }
+        let Some((entry, file)) = found else {
             return Err(ObjectError::NotFound {
                 key: key.to_owned(),
             });
-        };
-        let Some(file) = self.inner.shared.segment(entry.segment) else {
-            return Err(ObjectError::backend(
-                "get",
-                key,
-                io::Error::other(format!("segment {} is not open", entry.segment)),
-            ));
         };
         let meta = Self::meta(key, &entry);
         let owned_key = key.to_owned();
@@ -440,7 +559,8 @@ impl ObjectStore for PackObjectStore {
     #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, ObjectError> {
         validate_key(key)?;
-        Ok(self.entry(key).map(|entry| Self::meta(key, &entry)))
+        let entry = self.entry(key).map_err(|e| io_error("head", key, e))?;
+        Ok(entry.map(|entry| Self::meta(key, &entry)))
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(prefix = %prefix, start_after = ?start_after, limit = limit))]
@@ -451,35 +571,42 @@ impl ObjectStore for PackObjectStore {
         limit: usize,
     ) -> Result<ListPage, ObjectError> {
         validate_prefix(prefix)?;
-        let mut page = PageBuilder::new(prefix, start_after, limit);
-        let index = self.inner.shared.read_index();
-        for (key, entry) in index.range::<str, _>((page.scan_from(), Bound::Unbounded)) {
-            if !page.wants(key) {
-                break; // past the prefix: the index is in key order
-            }
-            let meta = ObjectMeta {
-                content_type: None,
-                ..Self::meta(key, entry)
-            };
-            if page.offer(meta) {
-                break;
-            }
-        }
-        Ok(page.finish())
+        let store = self.clone();
+        let (prefix, start_after) = (prefix.to_owned(), start_after.map(str::to_owned));
+        let target = prefix.clone();
+        blocking("list", target, move || {
+            let mut page = PageBuilder::new(&prefix, start_after.as_deref(), limit);
+            store
+                .inner
+                .core
+                .index
+                .scan(page.scan_from(), |key, entry| {
+                    if !page.wants(key) {
+                        return false; // past the prefix: the index is in key order
+                    }
+                    let meta = ObjectMeta {
+                        content_type: None,
+                        ..Self::meta(key, &entry)
+                    };
+                    !page.offer(meta)
+                })?;
+            Ok(page.finish())
+        })
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
     async fn delete(&self, key: &str) -> Result<(), ObjectError> {
         validate_key(key)?;
-        if self.entry(key).is_none() {
-            return Ok(()); // nothing to delete: no tombstone needed
-        }
-        self.append("delete", Kind::Delete, key, "", &[]).await
+        // Deleting nothing writes nothing (the writer checks, at the moment it appends).
+        self.append("delete", Kind::Delete, key, "", &[], Condition::Always)
+            .await
+            .map(drop)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn check(&self) -> Result<(), ObjectError> {
-        let target = self.inner.root.display().to_string();
+        let target = self.inner.core.root.display().to_string();
         let writer_running = self
             .inner
             .writer
@@ -492,7 +619,7 @@ impl ObjectStore for PackObjectStore {
                 io::Error::other("the pack store writer has stopped"),
             ));
         }
-        let segments = self.inner.root.join(SEGMENTS);
+        let segments = self.inner.core.dir.clone();
         let present = blocking("check", target.clone(), move || {
             Ok(fs::metadata(&segments).is_ok_and(|m| m.is_dir()))
         })

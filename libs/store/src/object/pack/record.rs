@@ -6,7 +6,7 @@
 //! magic     4 bytes  "NPK1"
 //! crc       u32      CRC-32 (IEEE) of every byte after this field, body included
 //! kind      u8       1 = put, 2 = delete
-//! key_len   u16      1..=255
+//! key_len   u16      1..=1024 (a key's longest, [`MAX_KEY_LEN`])
 //! type_len  u16      length of the content type (0 = none)
 //! body_len  u64
 //! modified  i64      Unix time of the put, in nanoseconds
@@ -20,6 +20,8 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+
+use crate::object::key::MAX_KEY_LEN;
 
 /// The first bytes of every record.
 pub(super) const MAGIC: [u8; 4] = *b"NPK1";
@@ -68,7 +70,7 @@ impl Encoded {
 }
 
 /// Encode a record. The key and content type lengths must already be checked against
-/// [`u16::MAX`] (keys are at most 255 bytes; see [`super::PackObjectStore::put`]).
+/// [`u16::MAX`] (keys are at most 1024 bytes; see [`super::PackObjectStore::put`]).
 pub(super) fn encode(
     kind: Kind,
     key: &str,
@@ -99,6 +101,10 @@ pub(super) fn encode(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Scanned {
     pub kind: Kind,
+    /// Offset of the record in the segment.
+    pub offset: u64,
+    /// Length of the whole record.
+    pub len: u64,
     pub key: String,
     pub content_type: String,
     /// Offset of the body in the segment.
@@ -113,7 +119,7 @@ pub(super) struct ScanSummary {
     pub records: u64,
     /// Bytes that were not part of any valid record.
     pub invalid_bytes: u64,
-    /// Where the last valid record ends (0 if there is none).
+    /// Where the last valid record ends (where the scan started if there is none).
     pub valid_end: u64,
 }
 
@@ -144,19 +150,15 @@ fn parse_header(b: &[u8; HEADER_LEN]) -> Option<Header> {
         body_len,
         modified_nanos,
     };
-    let well_formed = (1..=255).contains(&header.key_len)
+    let well_formed = (1..=MAX_KEY_LEN).contains(&header.key_len)
         && (header.kind == Kind::Put || (header.type_len == 0 && header.body_len == 0));
     well_formed.then_some(header)
 }
 
-/// The valid record at `offset` of a segment `len` bytes long, and its length, or `None`.
-/// `buf` is scratch space, reused between calls.
-fn record_at(
-    file: &File,
-    offset: u64,
-    len: u64,
-    buf: &mut Vec<u8>,
-) -> io::Result<Option<(Scanned, u64)>> {
+/// The valid record at `offset` of a segment `len` bytes long, or `None`. On `Some`, `buf`
+/// holds the whole record (header, key, content type and body); it is scratch space, reused
+/// between calls.
+fn record_at(file: &File, offset: u64, len: u64, buf: &mut Vec<u8>) -> io::Result<Option<Scanned>> {
     let mut header_bytes = [0u8; HEADER_LEN];
     if len.saturating_sub(offset) < HEADER_LEN as u64 {
         return Ok(None);
@@ -170,33 +172,33 @@ fn record_at(
     if len - offset < record_len {
         return Ok(None); // runs past the end: a torn append
     }
-    let Ok(rest) = usize::try_from(rest) else {
+    let Ok(whole) = usize::try_from(record_len) else {
         return Ok(None);
     };
     buf.clear();
-    buf.resize(rest, 0);
-    file.read_exact_at(buf, offset + HEADER_LEN as u64)?;
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(&header_bytes[8..]);
-    crc.update(buf);
-    if crc.finalize() != header.crc {
+    buf.resize(whole, 0);
+    buf[..HEADER_LEN].copy_from_slice(&header_bytes);
+    file.read_exact_at(&mut buf[HEADER_LEN..], offset + HEADER_LEN as u64)?;
+    if crc32fast::hash(&buf[8..]) != header.crc {
         return Ok(None);
     }
-    let (key, rest) = buf.split_at(header.key_len);
-    let (content_type, _) = rest.split_at(header.type_len);
-    let (Ok(key), Ok(content_type)) = (std::str::from_utf8(key), std::str::from_utf8(content_type))
-    else {
+    let key_end = HEADER_LEN + header.key_len;
+    let (Ok(key), Ok(content_type)) = (
+        std::str::from_utf8(&buf[HEADER_LEN..key_end]),
+        std::str::from_utf8(&buf[key_end..key_end + header.type_len]),
+    ) else {
         return Ok(None);
     };
-    let scanned = Scanned {
+    Ok(Some(Scanned {
         kind: header.kind,
+        offset,
+        len: record_len,
         key: key.to_owned(),
         content_type: content_type.to_owned(),
-        body_offset: offset + (HEADER_LEN + header.key_len + header.type_len) as u64,
+        body_offset: offset + (key_end + header.type_len) as u64,
         body_len: header.body_len,
         modified_nanos: header.modified_nanos,
-    };
-    Ok(Some((scanned, record_len)))
+    }))
 }
 
 /// The offset of the next [`MAGIC`] at or after `from`, if any.
@@ -221,19 +223,38 @@ fn next_magic(file: &File, from: u64, len: u64) -> io::Result<Option<u64>> {
 /// Read every valid record of a segment `len` bytes long, in order. Invalid bytes (a torn
 /// append at the end, or damage anywhere) are skipped: reading resumes at the next valid
 /// record after them.
+#[cfg(test)]
 pub(super) fn scan(
     file: &File,
     len: u64,
     mut visit: impl FnMut(Scanned),
 ) -> io::Result<ScanSummary> {
-    let mut summary = ScanSummary::default();
+    scan_from(file, 0, len, |record, _| {
+        visit(record);
+        Ok(())
+    })
+}
+
+/// [`scan`] from `start` (a record boundary), handing each record to `visit` with its bytes
+/// (header, key, content type and body: the record exactly as stored). An error from
+/// `visit` stops the scan.
+pub(super) fn scan_from(
+    file: &File,
+    start: u64,
+    len: u64,
+    mut visit: impl FnMut(Scanned, &[u8]) -> io::Result<()>,
+) -> io::Result<ScanSummary> {
+    let mut summary = ScanSummary {
+        valid_end: start,
+        ..ScanSummary::default()
+    };
     let mut buf = Vec::new();
-    let mut offset = 0u64;
+    let mut offset = start;
     while offset < len {
-        if let Some((record, record_len)) = record_at(file, offset, len, &mut buf)? {
-            visit(record);
+        if let Some(record) = record_at(file, offset, len, &mut buf)? {
+            offset += record.len;
+            visit(record, &buf)?;
             summary.records += 1;
-            offset += record_len;
             summary.valid_end = offset;
             continue;
         }
