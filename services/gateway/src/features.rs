@@ -107,3 +107,11 @@ pub const DIARY_SIGNING: Feature = feature(
     "noema.diaries.signing",
     "Signing requests that make entries immutable and verifiable",
 );
+pub const WORLD_KERNEL: Feature = feature(
+    "noema.world.kernel",
+    "World kernel: content-addressed components, worlds run turn by turn, WorldPatch only",
+);
+pub const WORLD_TRACES: Feature = feature(
+    "noema.world.traces",
+    "Durable source-invocation and LLM-call traces of every attempted turn",
+);

@@ -459,7 +459,8 @@ pub fn routes() -> Vec<Route> {
             "Store a JSON Schema (201 new, 200 existing)",
             put_json_schema,
         )
-        .calls("PutComponent"),
+        .calls("PutComponent")
+            .tool("world.json_schema_put", "Store a JSON Schema component"),
         r.route(
             Verb::Get,
             "/json-schemas",
@@ -499,7 +500,8 @@ pub fn routes() -> Vec<Route> {
             "Store a response source (201 new, 200 existing)",
             put_response_source,
         )
-        .calls("PutComponent"),
+        .calls("PutComponent")
+            .tool("world.response_source_put", "Store a response source component"),
         r.route(
             Verb::Get,
             "/response-sources",
@@ -531,7 +533,8 @@ pub fn routes() -> Vec<Route> {
             "Store a cognition workflow after its structure checks (201 new, 200 existing)",
             put_cognition_workflow,
         )
-        .calls("PutComponent"),
+        .calls("PutComponent")
+            .tool("world.workflow_put", "Store a cognition workflow component"),
         r.route(
             Verb::Get,
             "/cognition-workflows",
@@ -563,7 +566,8 @@ pub fn routes() -> Vec<Route> {
             "Store a cognition profile: {\"workflow_ref\": {\"hash\"}} (201 new, 200 existing)",
             put_cognition_profile,
         )
-        .calls("PutComponent"),
+        .calls("PutComponent")
+            .tool("world.profile_put", "Store a cognition profile component"),
         r.route(
             Verb::Get,
             "/cognition-profiles",
@@ -596,6 +600,7 @@ pub fn routes() -> Vec<Route> {
             assemble_scenario,
         )
         .calls("AssembleScenario")
+            .tool("world.scenario_assemble", "Assemble and store a scenario")
         .status(
             422,
             "The scenario does not assemble: every problem, the first one's path",
@@ -615,7 +620,8 @@ pub fn routes() -> Vec<Route> {
             "A scenario by hash",
             get_scenario,
         )
-        .calls("GetComponent"),
+        .calls("GetComponent")
+            .tool("world.scenario_get", "A scenario by hash"),
         r.route(
             Verb::Get,
             "/scenarios/hash/{hash}/uses",
@@ -632,6 +638,7 @@ pub fn routes() -> Vec<Route> {
             fork_scenario,
         )
         .calls("ForkScenario")
+            .tool("world.scenario_fork", "Fork a scenario, or a world at a turn")
         .status(422, "The fork does not assemble"),
     ]
 }
