@@ -40,3 +40,10 @@ pub mod ledger {
         include!(concat!(env!("OUT_DIR"), "/noema.ledger.v1.rs"));
     }
 }
+
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod orchestrator {
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/noema.orchestrator.v1.rs"));
+    }
+}
