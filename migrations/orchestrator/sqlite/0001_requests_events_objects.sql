@@ -18,7 +18,7 @@ CREATE TABLE requests (
     risk_object        TEXT,
     risk_level         TEXT,
     forbidden          BOOLEAN,
-    approvals_required INTEGER,
+    approvals_required BIGINT,
     trace_object       TEXT,
     trace_id           TEXT,
     trace_status       TEXT,

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use noema_runtime::auth::Authenticator;
 use noema_runtime::registry::{
-    BoxFuture, BuildError, Hosted, ObjectStoreSpec, RegistryError, ServiceContext, ServiceSpec,
-    TokenAuthority,
+    BoxFuture, BuildError, Hosted, ObjectStoreSpec, OptionsSpec, RegistryError, ServiceContext,
+    ServiceSpec, TokenAuthority,
 };
 use noema_store::Database;
 
@@ -19,7 +19,7 @@ pub use noema_runtime::registry::Registry;
 /// Every service of the `noema` binary. A test or an example extends it with
 /// [`Registry::with`].
 pub fn builtin() -> Result<Registry, RegistryError> {
-    Registry::new(vec![identity(), ledger()])
+    Registry::new(vec![identity(), ledger(), orchestrator()])
 }
 
 /// Agents, keys, tokens and signed diaries (seed 004); checks every service's tokens.
@@ -111,6 +111,38 @@ fn build_ledger(ctx: ServiceContext) -> BoxFuture<'static, Result<Hosted, BuildE
     })
 }
 
+/// The Cognitive OS governed runtime (seed 002): plan, risk, approval, execution, trace,
+/// evaluation and reward under a risk policy. Identity vouches for approvers' keys; the
+/// ledger anchors objects and serves the `noema.put_canonical` tool.
+fn orchestrator() -> ServiceSpec {
+    ServiceSpec {
+        name: "orchestrator",
+        grpc_services: &[noema_orchestrator::SERVICE_NAME],
+        descriptors: noema_proto::FILE_DESCRIPTOR_SET,
+        migrations: &noema_orchestrator::MIGRATIONS,
+        object_store: None,
+        peers: &["identity", "ledger"],
+        options: Some(OptionsSpec::of::<noema_orchestrator::Options>()),
+        token_authority: None,
+        build: build_orchestrator,
+    }
+}
+
+fn build_orchestrator(ctx: ServiceContext) -> BoxFuture<'static, Result<Hosted, BuildError>> {
+    Box::pin(async move {
+        let options: noema_orchestrator::Options = ctx.options()?;
+        let deps = noema_orchestrator::Dependencies {
+            identity: ctx.peer("identity")?,
+            ledger: ctx.peer("ledger")?,
+            data_dir: ctx.data_dir.clone(),
+        };
+        let service = noema_orchestrator::service(ctx.db, &options, deps)
+            .await
+            .map_err(|e| BuildError::failed(&e))?;
+        Ok(Hosted::new().with(service))
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -121,11 +153,13 @@ mod tests {
     #[test]
     fn the_builtin_registry_holds_together() {
         let registry = builtin().unwrap();
-        assert_eq!(registry.names(), ["identity", "ledger"]);
+        assert_eq!(registry.names(), ["identity", "ledger", "orchestrator"]);
         let (authority, _) = registry.token_authority().unwrap();
         assert_eq!(authority.name, "identity");
         let ledger = registry.get("ledger").unwrap();
         assert_eq!(registry.calls(ledger), ["identity"]);
+        let orchestrator = registry.get("orchestrator").unwrap();
+        assert_eq!(registry.calls(orchestrator), ["identity", "ledger"]);
         assert_eq!(registry.calls(authority), Vec::<&str>::new());
     }
 

@@ -93,7 +93,8 @@ pub struct ReleaseFacts<'a> {
     pub schema_mismatches: Vec<String>,
     /// The loaded policy; `None` when it is not loaded.
     pub policy: Option<&'a RiskPolicy>,
-    /// Why the policy is not loaded, when it is not.
+    /// Why the policy (file) does not load: when none is loaded, or when the last reload
+    /// failed and the previous policy still runs.
     pub policy_error: Option<String>,
     /// Requests that ran without what their report required ([`approval_bypass`]).
     pub approval_bypasses: Vec<String>,
@@ -151,16 +152,14 @@ pub fn check_release(facts: &ReleaseFacts<'_>) -> ReleaseReport {
     }
     push(Blocker::SchemaVersionMismatch, schema);
 
+    // A policy file that no longer loads fails the item even while the last good policy
+    // still runs: the next start would refuse it.
     push(
         Blocker::RiskMatrixNotLoaded,
-        match facts.policy {
-            Some(_) => Vec::new(),
-            None => vec![
-                facts
-                    .policy_error
-                    .clone()
-                    .unwrap_or_else(|| "risk matrix not loaded: no policy".to_owned()),
-            ],
+        match (facts.policy, &facts.policy_error) {
+            (_, Some(error)) => vec![error.clone()],
+            (Some(_), None) => Vec::new(),
+            (None, None) => vec!["risk matrix not loaded: no policy".to_owned()],
         },
     );
     push(
@@ -408,6 +407,14 @@ mod tests {
         assert_eq!(
             report.items[1].details,
             ["risk matrix not loaded: policy file /x does not exist"]
+        );
+
+        // A policy file that stopped loading, while the last good policy runs: item 2 alone.
+        let mut facts = healthy(&policy);
+        facts.policy_error = Some("risk matrix not loaded: field levels".into());
+        assert_eq!(
+            failing_items(&check_release(&facts)),
+            [Blocker::RiskMatrixNotLoaded]
         );
 
         // A regression alone fails the regression item alone; with a failed pass or
