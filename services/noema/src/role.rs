@@ -71,13 +71,19 @@ mod tests {
     #[test]
     fn roles_come_from_the_registry() {
         let registry = crate::registry::builtin().unwrap();
-        assert_eq!(Role::names(&registry), ["identity", "ledger", "gateway"]);
+        assert_eq!(
+            Role::names(&registry),
+            ["identity", "ledger", "orchestrator", "gateway"]
+        );
         assert_eq!(
             Role::parse(&registry, "ledger"),
             Ok(Role::Service("ledger"))
         );
         assert_eq!(Role::parse(&registry, "gateway"), Ok(Role::Gateway));
         let err = Role::parse(&registry, "ledgr").unwrap_err();
-        assert!(err.contains("identity, ledger, gateway"), "{err}");
+        assert!(
+            err.contains("identity, ledger, orchestrator, gateway"),
+            "{err}"
+        );
     }
 }

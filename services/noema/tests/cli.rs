@@ -154,7 +154,7 @@ fn the_registry_decides_which_services_exist() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["identity", "ledger"]);
+    assert_eq!(names, ["identity", "ledger", "orchestrator"]);
     assert_eq!(services[1]["calls"], serde_json::json!(["identity"]));
     assert_eq!(services[0]["owner_token"], true);
 
@@ -162,10 +162,15 @@ fn the_registry_decides_which_services_exist() {
     let out = run(noema().args(["serve", "example"]));
     assert!(!out.status.success());
     let err = text(&out.stderr);
-    assert!(err.contains("identity, ledger, gateway"), "{err}");
+    assert!(
+        err.contains("identity, ledger, orchestrator, gateway"),
+        "{err}"
+    );
     let err = failed_start(&[("NOEMA__EXAMPLE__GREETING", "hi")], &[]);
     assert!(
-        err.contains("`example`: unknown service `example`; known services: identity, ledger"),
+        err.contains(
+            "`example`: unknown service `example`; known services: identity, ledger, orchestrator"
+        ),
         "{err}"
     );
     let err = failed_start(&[("NOEMA__ENDPOINTS__LEDGR", "http://ledger:50051")], &[]);

@@ -149,7 +149,10 @@ fn seq_token(token: &str) -> Result<i64, Status> {
 
 #[tonic::async_trait]
 impl OrchestratorService for OrchestratorApi {
-    async fn plan(&self, request: Request<pb::PlanRequest>) -> Result<Response<pb::PlanResponse>, Status> {
+    async fn plan(
+        &self,
+        request: Request<pb::PlanRequest>,
+    ) -> Result<Response<pb::PlanResponse>, Status> {
         let caller = caller(&request)?;
         let planned = self
             .orchestrator
@@ -164,7 +167,10 @@ impl OrchestratorService for OrchestratorApi {
         }))
     }
 
-    async fn risk(&self, request: Request<pb::RiskRequest>) -> Result<Response<pb::RiskResponse>, Status> {
+    async fn risk(
+        &self,
+        request: Request<pb::RiskRequest>,
+    ) -> Result<Response<pb::RiskResponse>, Status> {
         let caller = caller(&request)?;
         let risked = self
             .orchestrator
@@ -187,7 +193,13 @@ impl OrchestratorService for OrchestratorApi {
         let r = request.into_inner();
         let approved = self
             .orchestrator
-            .approve(&caller, &r.request_id, &r.approval, &r.signature, &r.public_key)
+            .approve(
+                &caller,
+                &r.request_id,
+                &r.approval,
+                &r.signature,
+                &r.public_key,
+            )
             .await
             .map_err(status)?;
         Ok(Response::new(pb::ApproveResponse {
@@ -574,7 +586,8 @@ impl OrchestratorService for OrchestratorApi {
         &self,
         request: Request<common::ListAuditRequest>,
     ) -> Result<Response<common::ListAuditResponse>, Status> {
-        let response = list_audit(self.orchestrator.store().database(), request.into_inner()).await?;
+        let response =
+            list_audit(self.orchestrator.store().database(), request.into_inner()).await?;
         Ok(Response::new(response))
     }
 }

@@ -38,7 +38,11 @@ pub async fn service(
     options: &Options,
     deps: Dependencies,
 ) -> Result<OrchestratorServiceServer<api::OrchestratorApi>, OrchestratorError> {
-    let orchestrator = Arc::new(Orchestrator::new(OrchestratorStore::new(db), options, deps)?);
+    let orchestrator = Arc::new(Orchestrator::new(
+        OrchestratorStore::new(db),
+        options,
+        deps,
+    )?);
     orchestrator.record_start().await?;
     reload_on_sighup(Arc::downgrade(&orchestrator));
     Ok(

@@ -162,14 +162,22 @@ pub fn screen_vote(
     at: OffsetDateTime,
     params: &AntiAbuseParams,
 ) -> Screening {
-    screen(&VoteHistory::of(history, submission_id, at, params), at, params)
+    screen(
+        &VoteHistory::of(history, submission_id, at, params),
+        at,
+        params,
+    )
 }
 
 /// Screens a vote cast at `at` by an evaluator whose earlier votes `history` counts.
 pub fn screen(history: &VoteHistory, at: OffsetDateTime, params: &AntiAbuseParams) -> Screening {
     let mut reason_codes = Vec::new();
     let cooldown = seconds(params.duplicate_vote_cooldown_seconds);
-    if cooldown > Duration::ZERO && history.last_vote_at.is_some_and(|last| at - last < cooldown) {
+    if cooldown > Duration::ZERO
+        && history
+            .last_vote_at
+            .is_some_and(|last| at - last < cooldown)
+    {
         reason_codes.push(codes::DUPLICATE_VOTE_COOLDOWN.to_owned());
     }
     if history.votes_on_submission
@@ -177,8 +185,7 @@ pub fn screen(history: &VoteHistory, at: OffsetDateTime, params: &AntiAbuseParam
     {
         reason_codes.push(codes::REPEATED_VOTE_SUPPRESSED.to_owned());
     }
-    if history.votes_in_window + 1 > usize::try_from(params.burst_max_votes).unwrap_or(usize::MAX)
-    {
+    if history.votes_in_window + 1 > usize::try_from(params.burst_max_votes).unwrap_or(usize::MAX) {
         reason_codes.push(codes::ANOMALOUS_BURST.to_owned());
     }
     Screening {

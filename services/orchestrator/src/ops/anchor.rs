@@ -44,7 +44,9 @@ fn canonical(
         created_at,
         created_by: created_by.into(),
         payload,
-        metadata: metadata.as_ref().and_then(noema_proto::json::to_proto_struct),
+        metadata: metadata
+            .as_ref()
+            .and_then(noema_proto::json::to_proto_struct),
     }
 }
 
@@ -59,7 +61,9 @@ impl Orchestrator {
         let (id, path) = (request.id.clone(), request.storage_path.clone());
         let mut request = tonic::Request::new(request);
         if let Some(value) = &caller.authorization {
-            request.metadata_mut().insert("authorization", value.clone());
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
         }
         match self.ledger.clone().put_canonical(request).await {
             Ok(_) => Ok((id, path)),
@@ -92,7 +96,9 @@ impl Orchestrator {
             );
             self.put_in_ledger(caller, request)
                 .await
-                .map_err(|status| OrchestratorError::Ledger(noema_core::Failure::from_status(&status)))?;
+                .map_err(|status| {
+                    OrchestratorError::Ledger(noema_core::Failure::from_status(&status))
+                })?;
         }
         Ok(())
     }

@@ -110,7 +110,11 @@ impl Orchestrator {
             let loaded = self.policy();
             let document = loaded.policy.document();
             let suite = eval::declared_suite(&loaded.policy, &eval.suite)?;
-            let baseline = self.store.suite(&suite.name).await?.and_then(|s| s.baseline);
+            let baseline = self
+                .store
+                .suite(&suite.name)
+                .await?
+                .and_then(|s| s.baseline);
             let gate = eval::gate(&eval, suite, baseline, document.eval.regression_tolerance);
             let at = now();
             let screening = self
@@ -118,9 +122,10 @@ impl Orchestrator {
                 .await?;
             let evaluator = self.evaluator_row(evaluator_id, at).await?;
             let eval_row = stored(&eval, at)?;
-            let cid = eval_row.content_id.parse().map_err(|_| {
-                OrchestratorError::Corrupt("a content id does not parse".into())
-            })?;
+            let cid = eval_row
+                .content_id
+                .parse()
+                .map_err(|_| OrchestratorError::Corrupt("a content id does not parse".into()))?;
             let event = Event::new(
                 EventType::Evaluated,
                 request_id,
@@ -144,7 +149,17 @@ impl Orchestrator {
                 updated_at: micros(at),
                 ..row.clone()
             };
-            let vote = vote_row(evaluator_id, request_id, Some(row.version + 1), &eval, &eval_row, &gate, &screening, None, at)?;
+            let vote = vote_row(
+                evaluator_id,
+                request_id,
+                Some(row.version + 1),
+                &eval,
+                &eval_row,
+                &gate,
+                &screening,
+                None,
+                at,
+            )?;
             // A suppressed vote is noise: it moves neither the baseline nor the release
             // check's latest evaluation.
             let suite_update = (!screening.suppressed).then(|| SuiteUpdate {
@@ -212,7 +227,11 @@ impl Orchestrator {
             let loaded = self.policy();
             let document = loaded.policy.document();
             let suite = eval::declared_suite(&loaded.policy, &eval.suite)?;
-            let baseline = self.store.suite(&suite.name).await?.and_then(|s| s.baseline);
+            let baseline = self
+                .store
+                .suite(&suite.name)
+                .await?
+                .and_then(|s| s.baseline);
             let gate = eval::gate(&eval, suite, baseline, document.eval.regression_tolerance);
             let at = now();
             let screening = self
@@ -240,7 +259,17 @@ impl Orchestrator {
                 evaluator.consecutive_mismatches = i64::from(record.consecutive_mismatches);
             }
             let eval_row = stored(&eval, at)?;
-            let vote = vote_row(evaluator_id, &gold.gold_id, None, &eval, &eval_row, &gate, &screening, Some(matched), at)?;
+            let vote = vote_row(
+                evaluator_id,
+                &gold.gold_id,
+                None,
+                &eval,
+                &eval_row,
+                &gate,
+                &screening,
+                Some(matched),
+                at,
+            )?;
             let unit = Unit {
                 expect: vec![Expect::Evaluator {
                     evaluator_id: evaluator_id.to_owned(),
@@ -272,7 +301,9 @@ impl Orchestrator {
             }
             back_off(attempt).await;
         }
-        Err(OrchestratorError::Contended(format!("evaluator {evaluator_id}")))
+        Err(OrchestratorError::Contended(format!(
+            "evaluator {evaluator_id}"
+        )))
     }
 
     /// The anti-abuse rules applied to a vote by `evaluator_id` on `target_id` at `at`.
@@ -388,9 +419,13 @@ impl Orchestrator {
             match self.store.commit(unit).await? {
                 Ok(()) => {
                     let object = |id: String| async move {
-                        self.store.object(&id).await?.map(|o| (*o).clone()).ok_or_else(|| {
-                            OrchestratorError::Corrupt(format!("object {id} is not stored"))
-                        })
+                        self.store
+                            .object(&id)
+                            .await?
+                            .map(|o| (*o).clone())
+                            .ok_or_else(|| {
+                                OrchestratorError::Corrupt(format!("object {id} is not stored"))
+                            })
                     };
                     let risk_report = match risk {
                         Some(id) => Some(object(id).await?),
@@ -408,7 +443,9 @@ impl Orchestrator {
                 Err(_) => back_off(attempt).await,
             }
         }
-        Err(OrchestratorError::Contended(format!("evaluator {evaluator_id}")))
+        Err(OrchestratorError::Contended(format!(
+            "evaluator {evaluator_id}"
+        )))
     }
 
     /// `POST /gold`: a gold task from a traced request (copied) or from given objects. Its
@@ -429,37 +466,39 @@ impl Orchestrator {
                 "answer: min_score and max_score must satisfy 0 ≤ min ≤ max ≤ 1".into(),
             ));
         }
-        let (plan, report, trace): (Plan, Option<RiskReport>, ExecTrace) = if from_request_id
-            .is_empty()
-        {
-            let (plan, report, trace) = objects;
-            let report = if report.is_empty() {
-                None
+        let (plan, report, trace): (Plan, Option<RiskReport>, ExecTrace) =
+            if from_request_id.is_empty() {
+                let (plan, report, trace) = objects;
+                let report = if report.is_empty() {
+                    None
+                } else {
+                    Some(schema::parse_object(&json_document(
+                        SchemaName::RiskReport,
+                        report,
+                    )?)?)
+                };
+                (
+                    schema::parse_plan(&json_document(SchemaName::Plan, plan)?)?,
+                    report,
+                    schema::parse_object(&json_document(SchemaName::ExecTrace, trace)?)?,
+                )
             } else {
-                Some(schema::parse_object(&json_document(SchemaName::RiskReport, report)?)?)
+                let row = self.load(from_request_id).await?;
+                let Some(trace) = &row.trace_object else {
+                    return Err(OrchestratorError::Invalid(format!(
+                        "request {from_request_id} has no trace yet"
+                    )));
+                };
+                let report = match &row.risk_object {
+                    Some(id) => Some(self.object(id).await?),
+                    None => None,
+                };
+                (
+                    self.object(&row.plan_object).await?,
+                    report,
+                    self.object(trace).await?,
+                )
             };
-            (
-                schema::parse_plan(&json_document(SchemaName::Plan, plan)?)?,
-                report,
-                schema::parse_object(&json_document(SchemaName::ExecTrace, trace)?)?,
-            )
-        } else {
-            let row = self.load(from_request_id).await?;
-            let Some(trace) = &row.trace_object else {
-                return Err(OrchestratorError::Invalid(format!(
-                    "request {from_request_id} has no trace yet"
-                )));
-            };
-            let report = match &row.risk_object {
-                Some(id) => Some(self.object(id).await?),
-                None => None,
-            };
-            (
-                self.object(&row.plan_object).await?,
-                report,
-                self.object(trace).await?,
-            )
-        };
         let gold_id = new_id("req")?;
         let trace_id = new_id("tr")?;
         let trace = ExecTrace {
@@ -491,9 +530,11 @@ impl Orchestrator {
                 action: "gold.added".into(),
                 target_id: Some(gold_id),
                 target_type: Some("gold_task".into()),
-                detail: Some(json!({"answer": {"pass": answer.pass, "min_score": answer.min_score,
+                detail: Some(
+                    json!({"answer": {"pass": answer.pass, "min_score": answer.min_score,
                                                "max_score": answer.max_score},
-                                    "from_request_id": from_request_id})),
+                                    "from_request_id": from_request_id}),
+                ),
             }],
             objects,
             gold_task: Some(task.clone()),

@@ -43,7 +43,11 @@ struct Claim {
 
 impl Orchestrator {
     /// `POST /execute`.
-    pub async fn execute(&self, caller: &Caller, request_id: &str) -> Result<Executed, OrchestratorError> {
+    pub async fn execute(
+        &self,
+        caller: &Caller,
+        request_id: &str,
+    ) -> Result<Executed, OrchestratorError> {
         let claim = match self.claim(caller, request_id).await? {
             Ok(claim) => claim,
             Err(blocked) => return Ok(blocked),
@@ -135,7 +139,9 @@ impl Orchestrator {
             }
             back_off(attempt).await;
         }
-        Err(OrchestratorError::Contended(format!("request {request_id}")))
+        Err(OrchestratorError::Contended(format!(
+            "request {request_id}"
+        )))
     }
 
     /// Records a refused execution: → BLOCKED (unless it is already) → TRACED with a
@@ -210,7 +216,12 @@ impl Orchestrator {
 
     /// Runs the plan's steps in order until one fails; then its rollback steps, all of
     /// them. Every call is in the trace.
-    async fn run(&self, caller: &Caller, request_id: &str, claim: &Claim) -> Result<ExecTrace, OrchestratorError> {
+    async fn run(
+        &self,
+        caller: &Caller,
+        request_id: &str,
+        claim: &Claim,
+    ) -> Result<ExecTrace, OrchestratorError> {
         let started = timestamp::format(now());
         let header = self.header(request_id, &claim.plan, &claim.report, &started)?;
         let execution = header.id.clone();

@@ -65,9 +65,10 @@ impl Orchestrator {
         let at = now();
         let ts = timestamp::format(at);
         let plan_row = stored(&plan, at)?;
-        let plan_cid = plan_row.content_id.parse().map_err(|_| {
-            OrchestratorError::Corrupt("a content id does not parse".into())
-        })?;
+        let plan_cid = plan_row
+            .content_id
+            .parse()
+            .map_err(|_| OrchestratorError::Corrupt("a content id does not parse".into()))?;
         let events = vec![
             Event::new(
                 EventType::Received,
@@ -81,7 +82,11 @@ impl Orchestrator {
                 &request_id,
                 Some(State::Received),
                 State::Planned,
-                meta::stored(&plan_cid, SchemaName::Plan.as_str(), json!({"plan_id": plan.id})),
+                meta::stored(
+                    &plan_cid,
+                    SchemaName::Plan.as_str(),
+                    json!({"plan_id": plan.id}),
+                ),
             )?,
         ];
         let (events, head) = chain(0, CHAIN_START, events, &ts)?;
@@ -138,7 +143,11 @@ impl Orchestrator {
 
     /// `POST /risk`: the plan assessed under the policy in force; RISKED, then
     /// APPROVAL_PENDING when it needs approval or BLOCKED when it is forbidden.
-    pub async fn risk(&self, caller: &Caller, request_id: &str) -> Result<Risked, OrchestratorError> {
+    pub async fn risk(
+        &self,
+        caller: &Caller,
+        request_id: &str,
+    ) -> Result<Risked, OrchestratorError> {
         for attempt in 0..ATTEMPTS {
             let row = self.load(request_id).await?;
             state_of(&row)?.check_call(Call::Risk)?;
@@ -153,9 +162,10 @@ impl Orchestrator {
                 &plan.id,
             );
             let report_row = stored(&report, at)?;
-            let cid = report_row.content_id.parse().map_err(|_| {
-                OrchestratorError::Corrupt("a content id does not parse".into())
-            })?;
+            let cid = report_row
+                .content_id
+                .parse()
+                .map_err(|_| OrchestratorError::Corrupt("a content id does not parse".into()))?;
             let mut events = vec![Event::new(
                 EventType::Risked,
                 request_id,
@@ -227,7 +237,9 @@ impl Orchestrator {
             }
             back_off(attempt).await;
         }
-        Err(OrchestratorError::Contended(format!("request {request_id}")))
+        Err(OrchestratorError::Contended(format!(
+            "request {request_id}"
+        )))
     }
 
     /// `POST /approve`: an Approval signed by the approver's registered key, bound to this
@@ -264,7 +276,12 @@ impl Orchestrator {
             let loaded = self.policy();
             let rules = &loaded.policy.document().approval;
             let optional = state == State::Risked
-                && loaded.policy.document().levels.rule(report.risk_level).approval
+                && loaded
+                    .policy
+                    .document()
+                    .levels
+                    .rule(report.risk_level)
+                    .approval
                     == ApprovalNeed::Optional;
             let at = now();
             let verdict = approval::check_submission(
@@ -285,9 +302,10 @@ impl Orchestrator {
                 },
             )?;
             let approval_row = stored(&approval, at)?;
-            let cid = approval_row.content_id.parse().map_err(|_| {
-                OrchestratorError::Corrupt("a content id does not parse".into())
-            })?;
+            let cid = approval_row
+                .content_id
+                .parse()
+                .map_err(|_| OrchestratorError::Corrupt("a content id does not parse".into()))?;
             let extra = json!({"approver": approval.approver, "approval_id": approval.id});
             let (event, next_state) = match verdict {
                 Verdict::Approved { .. } => (
@@ -391,7 +409,9 @@ impl Orchestrator {
                 Err(_) => back_off(attempt).await,
             }
         }
-        Err(OrchestratorError::Contended(format!("request {request_id}")))
+        Err(OrchestratorError::Contended(format!(
+            "request {request_id}"
+        )))
     }
 
     /// The approvals recorded on a request, oldest first.
@@ -436,14 +456,18 @@ impl Orchestrator {
             public_key: public_key.to_owned(),
         });
         if let Some(value) = &caller.authorization {
-            request.metadata_mut().insert("authorization", value.clone());
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
         }
         let answer = self
             .identity
             .clone()
             .verify(request)
             .await
-            .map_err(|status| OrchestratorError::Identity(noema_core::Failure::from_status(&status)))?
+            .map_err(|status| {
+                OrchestratorError::Identity(noema_core::Failure::from_status(&status))
+            })?
             .into_inner();
         Ok(answer.valid && answer.key_status == KeyStatus::Registered as i32)
     }

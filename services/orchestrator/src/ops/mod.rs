@@ -206,9 +206,9 @@ impl Orchestrator {
                 Ok(true)
             }
             Err(Rejection::Moved) => Ok(false),
-            Err(rejection @ (Rejection::SignatureUsed | Rejection::AlreadyServed)) => Err(
-                OrchestratorError::Invalid(format!("refused: {rejection}")),
-            ),
+            Err(rejection @ (Rejection::SignatureUsed | Rejection::AlreadyServed)) => {
+                Err(OrchestratorError::Invalid(format!("refused: {rejection}")))
+            }
         }
     }
 }
@@ -259,7 +259,10 @@ fn new_id(prefix: &str) -> Result<String, OrchestratorError> {
 }
 
 /// An object as stored: its JCS text under its content id.
-fn stored<T: CanonicalObject>(object: &T, at: OffsetDateTime) -> Result<ObjectRow, OrchestratorError> {
+fn stored<T: CanonicalObject>(
+    object: &T,
+    at: OffsetDateTime,
+) -> Result<ObjectRow, OrchestratorError> {
     let value = object.to_json()?;
     let body = jcs::canonical_string(&value)
         .map_err(|e| OrchestratorError::Content(crate::domain::objects::ContentError::from(e)))?;

@@ -131,8 +131,8 @@ fn read(file: Option<&Path>, overrides: Overrides) -> Result<LoadedPolicy, Polic
             gold.insert("ratio".into(), Value::from(ratio));
         }
         if let Some(params) = overrides.anti_abuse {
-            let params = serde_json::to_value(params)
-                .map_err(|e| PolicyError::NotJson(e.to_string()))?;
+            let params =
+                serde_json::to_value(params).map_err(|e| PolicyError::NotJson(e.to_string()))?;
             object.insert("anti_abuse".into(), params);
         }
     }

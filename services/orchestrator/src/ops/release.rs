@@ -67,7 +67,12 @@ impl Orchestrator {
             let plan: Plan = self.object(&row.plan_object).await?;
             let report: RiskReport = self.object(risk).await?;
             let trace: ExecTrace = self.object(trace).await?;
-            rollback_gaps.extend(release::rollback_gap(&row.request_id, &plan, &report, &trace));
+            rollback_gaps.extend(release::rollback_gap(
+                &row.request_id,
+                &plan,
+                &report,
+                &trace,
+            ));
         }
 
         let latest_evaluations: BTreeMap<String, LatestEvaluation> = self

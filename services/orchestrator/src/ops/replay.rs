@@ -42,9 +42,8 @@ pub struct ReplayReport {
 
 /// A stored event as the domain's chained event.
 pub(super) fn chained(row: &EventRow) -> Result<ChainedEvent, String> {
-    let event_type: EventType =
-        serde_json::from_value(Value::String(row.event_type.clone()))
-            .map_err(|_| format!("event {} has an unknown type {:?}", row.seq, row.event_type))?;
+    let event_type: EventType = serde_json::from_value(Value::String(row.event_type.clone()))
+        .map_err(|_| format!("event {} has an unknown type {:?}", row.seq, row.event_type))?;
     let state = |text: &str| {
         State::parse(text).ok_or_else(|| format!("event {} has an unknown state {text:?}", row.seq))
     };
@@ -105,7 +104,14 @@ impl Fold {
             }
         }
         self.started = true;
-        let text = |key: &str| event.event.meta.get(key).and_then(Value::as_str).map(str::to_owned);
+        let text = |key: &str| {
+            event
+                .event
+                .meta
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
         match event.event.event_type {
             EventType::Risked => self.risk_level = text("risk_level"),
             EventType::Traced => {
@@ -150,11 +156,31 @@ impl Fold {
         differ("actor", row.actor.clone(), view.actor.clone());
         differ("events", row.version.to_string(), view.events.to_string());
         differ("head_hash", row.head_hash.clone(), self.head().to_owned());
-        differ("plan", text(&Some(row.plan_object.clone())), text(&id(&view.plan)));
-        differ("risk_report", text(&row.risk_object), text(&id(&view.risk_report)));
-        differ("exec_trace", text(&row.trace_object), text(&id(&view.trace)));
-        differ("reward_update", text(&row.reward_object), text(&id(&view.reward)));
-        differ("approvals", row.approval_count.to_string(), view.approvals.len().to_string());
+        differ(
+            "plan",
+            text(&Some(row.plan_object.clone())),
+            text(&id(&view.plan)),
+        );
+        differ(
+            "risk_report",
+            text(&row.risk_object),
+            text(&id(&view.risk_report)),
+        );
+        differ(
+            "exec_trace",
+            text(&row.trace_object),
+            text(&id(&view.trace)),
+        );
+        differ(
+            "reward_update",
+            text(&row.reward_object),
+            text(&id(&view.reward)),
+        );
+        differ(
+            "approvals",
+            row.approval_count.to_string(),
+            view.approvals.len().to_string(),
+        );
         differ(
             "evaluations",
             row.evaluation_count.to_string(),
@@ -162,7 +188,11 @@ impl Fold {
         );
         differ("risk_level", text(&row.risk_level), text(&self.risk_level));
         differ("trace_id", text(&row.trace_id), text(&self.trace_id));
-        differ("trace_status", text(&row.trace_status), text(&self.trace_status));
+        differ(
+            "trace_status",
+            text(&row.trace_status),
+            text(&self.trace_status),
+        );
         out
     }
 }
@@ -215,7 +245,8 @@ impl Orchestrator {
             }
         }
         if let Some((id, done)) = fold.take() {
-            self.finish(&mut report, &mut requests, &id, Some(&done)).await?;
+            self.finish(&mut report, &mut requests, &id, Some(&done))
+                .await?;
         }
         // Live requests past the last one with events have none.
         while let Some(row) = requests.next(&self.store).await? {
@@ -280,7 +311,10 @@ struct RequestCursor {
 }
 
 impl RequestCursor {
-    async fn fill(&mut self, store: &crate::store::OrchestratorStore) -> Result<(), OrchestratorError> {
+    async fn fill(
+        &mut self,
+        store: &crate::store::OrchestratorStore,
+    ) -> Result<(), OrchestratorError> {
         if self.buffered.is_empty() && !self.done {
             let page = store.list_requests(None, &self.after, PAGE).await?;
             if let Some(last) = page.last() {

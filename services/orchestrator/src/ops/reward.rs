@@ -41,7 +41,11 @@ fn screening(vote: &VoteRow) -> Screening {
 
 impl Orchestrator {
     /// `POST /reward/update`.
-    pub async fn update_reward(&self, caller: &Caller, request_id: &str) -> Result<Rewarded, OrchestratorError> {
+    pub async fn update_reward(
+        &self,
+        caller: &Caller,
+        request_id: &str,
+    ) -> Result<Rewarded, OrchestratorError> {
         for attempt in 0..ATTEMPTS {
             let row = self.load(request_id).await?;
             state_of(&row)?.check_call(Call::RewardUpdate)?;
@@ -79,9 +83,10 @@ impl Orchestrator {
                 inputs: reward.inputs,
             };
             let update_row = stored(&update, at)?;
-            let cid = update_row.content_id.parse().map_err(|_| {
-                OrchestratorError::Corrupt("a content id does not parse".into())
-            })?;
+            let cid = update_row
+                .content_id
+                .parse()
+                .map_err(|_| OrchestratorError::Corrupt("a content id does not parse".into()))?;
             let event = Event::new(
                 EventType::Rewarded,
                 request_id,
@@ -141,11 +146,16 @@ impl Orchestrator {
             }
             back_off(attempt).await;
         }
-        Err(OrchestratorError::Contended(format!("request {request_id}")))
+        Err(OrchestratorError::Contended(format!(
+            "request {request_id}"
+        )))
     }
 
     /// Every evaluation of a request, oldest first.
-    pub(super) async fn all_votes(&self, request_id: &str) -> Result<Vec<VoteRow>, OrchestratorError> {
+    pub(super) async fn all_votes(
+        &self,
+        request_id: &str,
+    ) -> Result<Vec<VoteRow>, OrchestratorError> {
         let mut votes = Vec::new();
         let mut after = 0;
         loop {
@@ -162,7 +172,10 @@ impl Orchestrator {
     }
 
     /// Each voter's influence now: its gold accuracy, decayed by its mismatch streak.
-    async fn influences(&self, votes: &[VoteRow]) -> Result<BTreeMap<String, f64>, OrchestratorError> {
+    async fn influences(
+        &self,
+        votes: &[VoteRow],
+    ) -> Result<BTreeMap<String, f64>, OrchestratorError> {
         let ids: BTreeSet<&str> = votes.iter().map(|v| v.evaluator_id.as_str()).collect();
         let ids: Vec<&str> = ids.into_iter().collect();
         let decay = self.policy().policy.document().gold.mismatch_decay;

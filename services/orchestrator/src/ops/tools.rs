@@ -98,14 +98,12 @@ impl Orchestrator {
     /// Runs one step; `Ok` with its result, or `Err` with why it failed.
     pub(super) async fn run_step(&self, run: &Run<'_>, step: &Step) -> Result<Value, String> {
         let sandbox = run.sandbox.as_deref().map_err(Clone::clone)?;
-        let invocation = invoke::invocation(run.policy, step, sandbox).map_err(|e| e.to_string())?;
+        let invocation =
+            invoke::invocation(run.policy, step, sandbox).map_err(|e| e.to_string())?;
         match invocation {
             Invocation::Noema { operation, args } => match operation.as_str() {
                 "noop" => Ok(json!({})),
-                "put_canonical" => {
-                    self.put_canonical_tool(run.caller, run.actor, &args)
-                        .await
-                }
+                "put_canonical" => self.put_canonical_tool(run.caller, run.actor, &args).await,
                 other => Err(format!("unknown noema operation {other:?}")),
             },
             Invocation::Http(call) => match self.tools.http.call(&call).await {

@@ -6,15 +6,13 @@ use std::sync::Arc;
 use noema_core::content_id::ContentId;
 
 use super::replay::ReplayCheck;
-use crate::domain::approval::{ApprovalError, Refusal};
 use super::{Orchestrator, not_found, state_of};
+use crate::domain::approval::{ApprovalError, Refusal};
 use crate::domain::objects::RiskReport;
 use crate::domain::reputation::GoldRecord;
 use crate::domain::state::State;
 use crate::error::OrchestratorError;
-use crate::store::{
-    EvaluatorRow, EventRow, ObjectRow, ReputationRow, RequestRow,
-};
+use crate::store::{EvaluatorRow, EventRow, ObjectRow, ReputationRow, RequestRow};
 
 /// Most events and evaluations a request view carries; the rest page through the events.
 pub const MAX_VIEW_ITEMS: u32 = 1000;
@@ -130,10 +128,7 @@ impl Orchestrator {
             differences: fold.compare(&row),
         };
         let view = fold.view().map_err(|e| {
-            OrchestratorError::Corrupt(format!(
-                "request {} does not replay: {e}",
-                row.request_id
-            ))
+            OrchestratorError::Corrupt(format!("request {} does not replay: {e}", row.request_id))
         })?;
         let id = |c: &Option<ContentId>| c.as_ref().map(ToString::to_string);
         let Some(plan) = id(&view.plan) else {
@@ -166,12 +161,18 @@ impl Orchestrator {
         Ok(RequestDetail {
             state: view.state,
             plan: self.required_object(&plan).await?,
-            risk_report: self.optional_object(replayed.risk_object.as_deref()).await?,
+            risk_report: self
+                .optional_object(replayed.risk_object.as_deref())
+                .await?,
             approvals,
-            exec_trace: self.optional_object(replayed.trace_object.as_deref()).await?,
+            exec_trace: self
+                .optional_object(replayed.trace_object.as_deref())
+                .await?,
             evaluations,
             evaluation_count: u64::try_from(view.evaluations.len()).unwrap_or_default(),
-            reward_update: self.optional_object(replayed.reward_object.as_deref()).await?,
+            reward_update: self
+                .optional_object(replayed.reward_object.as_deref())
+                .await?,
             events,
             more_events_after,
             replay: Some(check),
@@ -279,20 +280,30 @@ impl Orchestrator {
     }
 
     /// `GET /reputation/{actor_id}`; an actor never rewarded has the initial reputation.
-    pub async fn reputation(&self, actor_id: &str) -> Result<(ReputationRow, f64), OrchestratorError> {
+    pub async fn reputation(
+        &self,
+        actor_id: &str,
+    ) -> Result<(ReputationRow, f64), OrchestratorError> {
         let params = self.policy().policy.document().reward;
-        let row = self.store.reputation(actor_id).await?.unwrap_or(ReputationRow {
-            actor_id: actor_id.to_owned(),
-            version: 0,
-            rep: params.initial_rep,
-            last_reward_id: String::new(),
-            updated_at: 0,
-        });
+        let row = self
+            .store
+            .reputation(actor_id)
+            .await?
+            .unwrap_or(ReputationRow {
+                actor_id: actor_id.to_owned(),
+                version: 0,
+                rep: params.initial_rep,
+                last_reward_id: String::new(),
+                updated_at: 0,
+            });
         Ok((row, params.rep_cap))
     }
 
     /// An evaluator's standing: its counters and influence now.
-    pub async fn evaluator_standing(&self, evaluator_id: &str) -> Result<(EvaluatorRow, f64), OrchestratorError> {
+    pub async fn evaluator_standing(
+        &self,
+        evaluator_id: &str,
+    ) -> Result<(EvaluatorRow, f64), OrchestratorError> {
         let row = self.store.evaluator(evaluator_id).await?.ok_or_else(|| {
             OrchestratorError::NotFound(format!("evaluator {evaluator_id:?} has not voted"))
         })?;

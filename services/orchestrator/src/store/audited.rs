@@ -138,4 +138,3 @@ async fn append<D: Engine>(
         .await?;
     Ok(())
 }
-

@@ -126,7 +126,11 @@ impl OrchestratorStore {
     }
 
     /// Appends audit entries alone (a policy load).
-    pub async fn audit(&self, drafts: Vec<AuditDraft>, at: OffsetDateTime) -> Result<(), StoreError> {
+    pub async fn audit(
+        &self,
+        drafts: Vec<AuditDraft>,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError> {
         self.commit(Unit {
             audit: drafts,
             at: Some(at),
@@ -201,7 +205,8 @@ impl OrchestratorStore {
         });
         Ok(row.map(|row| {
             let row = Arc::new(row);
-            self.objects.insert(row.content_id.clone(), Arc::clone(&row));
+            self.objects
+                .insert(row.content_id.clone(), Arc::clone(&row));
             row
         }))
     }
@@ -414,10 +419,7 @@ impl OrchestratorStore {
 
     /// The oldest traced request `evaluator_id` may judge: not its own, never served to it,
     /// never voted on by it.
-    pub async fn next_real_target(
-        &self,
-        evaluator_id: &str,
-    ) -> Result<Option<String>, StoreError> {
+    pub async fn next_real_target(&self, evaluator_id: &str) -> Result<Option<String>, StoreError> {
         let row: Option<(String,)> = with_pool!(&self.db, |pool| {
             query(
                 "SELECT request_id FROM requests r WHERE state IN ('TRACED', 'EVALUATED') \
