@@ -6,7 +6,6 @@ use noema_core::content_id::ContentId;
 use noema_proto::ledger::v1::PutCanonicalRequest;
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
-use time::macros::format_description;
 
 use super::{Caller, Orchestrator};
 use crate::error::OrchestratorError;
@@ -25,15 +24,8 @@ fn canonical(
     at: OffsetDateTime,
 ) -> PutCanonicalRequest {
     let id = ContentId::of_bytes(&payload).into_string();
-    let utc = at.to_offset(time::UtcOffset::UTC);
-    let date = utc
-        .format(format_description!("[year]/[month]/[day]"))
-        .unwrap_or_default();
-    let created_at = utc
-        .format(format_description!(
-            "[year]-[month]-[day]T[hour]:[minute]:[second]Z"
-        ))
-        .unwrap_or_default();
+    let date = noema_core::time::utc_date_path(at);
+    let created_at = noema_core::time::rfc3339_seconds(at);
     PutCanonicalRequest {
         schema_version: LEDGER_SCHEMA_VERSION.into(),
         storage_path: format!("canonical/{object_type}/{date}/{id}.json"),
