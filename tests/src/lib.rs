@@ -15,7 +15,10 @@ pub async fn cluster(backend: Backend, shape: Shape) -> TestCluster {
 
 /// A REST client without credentials.
 pub fn anonymous() -> reqwest::Client {
-    reqwest::Client::new()
+    match noema_tools::tls::client() {
+        Ok(client) => client,
+        Err(err) => panic!("cannot build a REST client: {err}"),
+    }
 }
 
 /// A REST client whose requests carry `token`.
@@ -27,7 +30,10 @@ pub fn client_as(token: &str) -> reqwest::Client {
         }
         Err(_) => panic!("token is not a valid header value"),
     }
-    match reqwest::Client::builder().default_headers(headers).build() {
+    match noema_tools::tls::client_builder()
+        .default_headers(headers)
+        .build()
+    {
         Ok(client) => client,
         Err(err) => panic!("cannot build a REST client: {err}"),
     }

@@ -243,6 +243,8 @@ fn command(registry: &Registry) -> clap::Command {
 /// Runs the `noema` command line (from the process's arguments) for the services of
 /// `registry`, and returns the process's exit status.
 pub fn run(registry: Registry) -> ExitCode {
+    // Every HTTP client of the process (tools, the bench) speaks TLS through ring.
+    noema_tools::tls::install();
     let matches = command(&registry).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     match tokio::runtime::Builder::new_multi_thread()

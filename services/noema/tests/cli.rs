@@ -313,7 +313,7 @@ async fn up_serves_then_drains_on_sigterm_and_exits_zero() {
     );
     assert!(running.banner.contains(&owner_token), "{}", running.banner);
 
-    let http = reqwest::Client::new();
+    let http = noema_tools::tls::client().unwrap();
     let health = http
         .get(format!("{}/healthz", running.rest))
         .send()
@@ -431,7 +431,7 @@ async fn nothing_acknowledged_is_lost_after_kill_9() {
         .unwrap()
         .trim()
         .to_owned();
-    let http = reqwest::Client::new();
+    let http = noema_tools::tls::client().unwrap();
 
     // Writers run concurrently; the process is killed while they are still writing.
     let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -617,7 +617,7 @@ async fn cli_diary_entry_sign_and_verify() {
     let key = dir.path().join("agent.key");
     let out = run(noema().args(["keygen", "--out", key.to_str().unwrap()]));
     let keygen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let http = reqwest::Client::new();
+    let http = noema_tools::tls::client().unwrap();
     let registered = http
         .post(format!("{}/v1/agents", running.rest))
         .bearer_auth(&owner)
@@ -710,7 +710,12 @@ async fn json_logs_are_one_object_per_line() {
             break url.to_owned();
         }
     };
-    let response = reqwest::get(format!("{rest}/healthz")).await.unwrap();
+    let response = noema_tools::tls::client()
+        .unwrap()
+        .get(format!("{rest}/healthz"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status().as_u16(), 200);
     sigterm(&child);
     assert!(wait_exit(&mut child, Duration::from_secs(20)).success());
@@ -750,7 +755,7 @@ async fn backup_while_running_then_restore_into_a_new_dir() {
         .unwrap()
         .trim()
         .to_owned();
-    let http = reqwest::Client::new();
+    let http = noema_tools::tls::client().unwrap();
     let mut ids = Vec::new();
     for i in 0..3 {
         let r = noema_client::ledger::canonical_request(

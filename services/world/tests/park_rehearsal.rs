@@ -177,7 +177,7 @@ struct Provenance {
 
 impl<'a> Driver<'a> {
     fn new(assembled: &'a AssembledScenario, toys_url: &str) -> Driver<'a> {
-        let client = reqwest::Client::new();
+        let client = noema_tools::tls::client().unwrap();
         let sources = assembled
             .sources
             .iter()

@@ -328,7 +328,7 @@ pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
         OffsetDateTime::now_utc(),
     );
     let object_id = noema.put_canonical(anchor).await?.id;
-    let http = reqwest::Client::builder()
+    let http = noema_tools::tls::client_builder()
         .pool_max_idle_per_host(args.concurrency)
         .build()
         .map_err(|e| CommandError::Usage(e.to_string()))?;
