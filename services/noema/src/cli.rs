@@ -128,6 +128,15 @@ enum Command {
     /// Identity checks.
     #[command(subcommand)]
     Identity(commands::diary::IdentityCommand),
+    /// Governed requests (the orchestrator): plan, risk, approve, execute, evaluate,
+    /// reward, show, replay.
+    #[command(subcommand)]
+    Request(commands::orchestrator::RequestCommand),
+    /// Requests waiting for approval, and since when.
+    Approvals(commands::orchestrator::ApprovalsArgs),
+    /// The release checklist.
+    #[command(subcommand)]
+    Release(commands::orchestrator::ReleaseCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -313,6 +322,9 @@ async fn dispatch(registry: &Registry, cli: Cli) -> ExitCode {
         Command::Diary(command) => finish(commands::diary::diary(&command).await),
         Command::Entry(command) => finish(commands::diary::entry(&command).await),
         Command::Identity(command) => finish(commands::diary::identity(&command).await),
+        Command::Request(command) => finish(commands::orchestrator::request(&command).await),
+        Command::Approvals(args) => finish(commands::orchestrator::approvals(&args).await),
+        Command::Release(command) => finish(commands::orchestrator::release(&command).await),
         Command::Config(ConfigCommand::Dump(flags)) => {
             match load(registry, cli.config.as_ref(), &flags).and_then(|c| c.to_toml()) {
                 Ok(text) => {

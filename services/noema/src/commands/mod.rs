@@ -5,6 +5,7 @@ pub mod bench;
 pub mod connect;
 pub mod diary;
 pub mod ledger;
+pub mod orchestrator;
 
 use std::io::Write;
 
