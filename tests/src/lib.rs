@@ -3,6 +3,8 @@
 //! (all-in-one, split in-process) and every backend (SQLite + files, Postgres + S3), and
 //! once more with every role as its own `noema serve` process on Postgres + S3.
 
+pub mod governed;
+
 pub use noema_test_support::{Backend, BearerToken, LedgerClient, Role, Shape, TestCluster};
 
 /// Starts a cluster, failing the test loudly (never skipping) when a backend is missing.
