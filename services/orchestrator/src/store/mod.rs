@@ -393,7 +393,7 @@ impl OrchestratorStore {
     /// Whether `target_id` was served to `evaluator_id`.
     pub async fn served(&self, evaluator_id: &str, target_id: &str) -> Result<bool, StoreError> {
         let row: Option<(i64,)> = with_pool!(&self.db, |pool| {
-            query("SELECT 1 FROM evaluation_items WHERE evaluator_id = $1 AND target_id = $2")
+            query("SELECT CAST(1 AS BIGINT) FROM evaluation_items WHERE evaluator_id = $1 AND target_id = $2")
                 .bind(evaluator_id)
                 .bind(target_id)
                 .fetch_optional(pool)

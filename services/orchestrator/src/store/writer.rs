@@ -193,10 +193,11 @@ async fn check<D: Engine>(
                 (row.map_or(0, |r| r.0) != *version).then_some(Rejection::Moved)
             }
             Expect::SignatureUnused { signature } => {
-                let row: Option<(i64,)> = query("SELECT 1 FROM approvals WHERE signature = $1")
-                    .bind(signature)
-                    .fetch_optional(tx.conn())
-                    .await?;
+                let row: Option<(i64,)> =
+                    query("SELECT CAST(1 AS BIGINT) FROM approvals WHERE signature = $1")
+                        .bind(signature)
+                        .fetch_optional(tx.conn())
+                        .await?;
                 row.is_some().then_some(Rejection::SignatureUsed)
             }
             Expect::NotServed {
@@ -204,7 +205,7 @@ async fn check<D: Engine>(
                 target_id,
             } => {
                 let row: Option<(i64,)> = query(
-                    "SELECT 1 FROM evaluation_items WHERE evaluator_id = $1 AND target_id = $2",
+                    "SELECT CAST(1 AS BIGINT) FROM evaluation_items WHERE evaluator_id = $1 AND target_id = $2",
                 )
                 .bind(evaluator_id)
                 .bind(target_id)
