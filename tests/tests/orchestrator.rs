@@ -1,4 +1,4 @@
-//! The orchestrator from outside (gRPC through the SDK): the lifecycle and its replay,
+//! The orchestrator from outside (gRPC through the SDK, and REST on the seed's paths): the lifecycle and its replay,
 //! approvals and their forgeries, what execution refuses, rollback, secrets, the approval
 //! queue and the L1 optional confirm. Each case runs on every shape and backend, on a
 //! cluster with the test policy (`noema_e2e::governed`).
@@ -24,6 +24,7 @@ governed_cases!(
     secrets_reach_the_tool_and_nothing_else,
     the_approval_queue_shows_what_waits_and_since_when,
     an_optional_confirm_is_recorded_and_a_rejection_blocks,
+    rest_serves_the_seeds_paths_json_in_and_out,
 );
 
 fn noop(id: &str) -> Value {
@@ -808,4 +809,186 @@ async fn an_optional_confirm_is_recorded_and_a_rejection_blocks(g: &Governed) {
     assert_eq!(f.metadata["check"], "not_required");
     assert_eq!(f.code, noema_core::ErrorCode::FailedPrecondition);
     let _ = Code::Ok;
+}
+
+/// POST `body` (JSON) to `path` as the owner: status and JSON answer.
+async fn post(g: &Governed, path: &str, body: &Value) -> (u16, Value) {
+    let response = noema_e2e::owner(&g.cluster)
+        .post(format!("{}{path}", g.cluster.rest_url))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn get(g: &Governed, path: &str) -> (u16, Value) {
+    let response = noema_e2e::owner(&g.cluster)
+        .get(format!("{}{path}", g.cluster.rest_url))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn rest_serves_the_seeds_paths_json_in_and_out(g: &Governed) {
+    // POST /plan: a Plan in, 201 with the request.
+    let (status, planned) = post(g, "/plan", &plan("agent:alice", json!([noop("s1")]))).await;
+    assert_eq!(status, 201, "{planned}");
+    assert_eq!(planned["state"], "PLANNED");
+    assert_eq!(planned["plan"]["source"], "agent:alice");
+    assert_eq!(planned["allowed_next"], json!(["risk"]));
+    let id = planned["request_id"].as_str().unwrap().to_owned();
+    let ask = json!({"request_id": id});
+
+    // 409 with the state and the calls allowed next.
+    let (status, body) = post(g, "/execute", &ask).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["reason"], "WRONG_STATE");
+    assert_eq!(body["state"], "PLANNED");
+    assert_eq!(body["allowed_next"], json!(["risk"]));
+    // 422 naming the field; a body that is not JSON at all is a malformed plan too.
+    let mut bad = plan("agent:alice", json!([noop("s1")]));
+    bad.as_object_mut().unwrap().remove("goal");
+    let (status, body) = post(g, "/plan", &bad).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        (body["reason"].clone(), body["field"].clone()),
+        (json!("SCHEMA_VIOLATION"), json!("goal"))
+    );
+    let response = noema_e2e::owner(&g.cluster)
+        .post(format!("{}/plan", g.cluster.rest_url))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 422);
+    // 404 for an unknown request.
+    let (status, body) = post(g, "/risk", &json!({"request_id": "req_000000000000nope"})).await;
+    assert_eq!((status, body["code"].clone()), (404, json!("not_found")));
+
+    let (status, risked) = post(g, "/risk", &ask).await;
+    assert_eq!((status, risked["state"].clone()), (200, json!("RISKED")));
+    assert_eq!(risked["risk_report"]["risk_level"], "L0");
+    let (status, executed) = post(g, "/execute", &ask).await;
+    assert_eq!(
+        (status, executed["state"].clone()),
+        (200, json!("TRACED")),
+        "{executed}"
+    );
+    let trace_id = executed["exec_trace"]["trace_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for key in [&trace_id, &id] {
+        let (status, trace) = get(g, &format!("/trace/{key}")).await;
+        assert_eq!(status, 200);
+        assert_eq!(trace["exec_trace"], executed["exec_trace"]);
+    }
+    let (status, evaluated) = post(
+        g,
+        "/evaluate",
+        &json!({"request_id": id, "evaluator_id": "agent:eve", "eval_result": eval(0.9, true, false)}),
+    )
+    .await;
+    assert_eq!(
+        (status, evaluated["state"].clone()),
+        (200, json!("EVALUATED")),
+        "{evaluated}"
+    );
+    assert_eq!(evaluated["gate"]["gate_passed"], true);
+    assert_eq!(evaluated["screening"]["suppressed"], false);
+    let (status, rewarded) = post(g, "/reward/update", &ask).await;
+    assert_eq!(
+        (status, rewarded["state"].clone()),
+        (200, json!("REWARDED")),
+        "{rewarded}"
+    );
+    assert_eq!(rewarded["reward_update"]["actor_id"], "agent:alice");
+
+    let (status, detail) = get(g, &format!("/requests/{id}?from=events")).await;
+    assert_eq!(status, 200);
+    assert_eq!(detail["replay"]["matches"], true, "{detail}");
+    assert_eq!(detail["event_count"], 7);
+    assert_eq!(detail["events"][0]["event_type"], "received");
+    assert_eq!(detail["events"][0]["prev_state"], Value::Null);
+    let (_, live) = get(g, &format!("/requests/{id}")).await;
+    assert_eq!(live["head_hash"], detail["head_hash"]);
+    assert!(live.get("replay").is_none());
+    let (status, events) = get(g, &format!("/requests/{id}/events?limit=5")).await;
+    assert_eq!(status, 200);
+    assert_eq!(events["events"].as_array().unwrap().len(), 5);
+    let cursor = events["next_cursor"].as_str().unwrap();
+    let (_, rest) = get(g, &format!("/requests/{id}/events?limit=5&cursor={cursor}")).await;
+    assert_eq!(rest["events"].as_array().unwrap().len(), 2);
+    assert_eq!(rest["next_cursor"], Value::Null);
+    let (_, listed) = get(g, "/requests?state=REWARDED").await;
+    assert_eq!(listed["requests"][0]["request_id"], id);
+
+    let (status, rep) = get(g, "/reputation/agent:alice").await;
+    assert_eq!(
+        (status, rep["rep"].clone(), rep["updates"].clone()),
+        (200, json!(0.0), json!(1))
+    );
+    let (status, release) = get(g, "/release/check").await;
+    assert_eq!(status, 200);
+    assert_eq!(release["ok"], true, "{release}");
+    assert_eq!(release["items"].as_array().unwrap().len(), 7);
+    let (status, schema) = get(g, "/schemas/plan").await;
+    assert_eq!(status, 200);
+    assert_eq!(schema["properties"]["schema_version"]["const"], "0.1");
+    let (status, _) = get(g, "/schemas/nothing").await;
+    assert_eq!(status, 404);
+    let (_, names) = get(g, "/schemas").await;
+    assert!(
+        names["schemas"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("exec_trace.v0.1.json"))
+    );
+
+    // An approval over REST, signed as the SDK signs it.
+    let ops = approver(&g.cluster, "human:ops", 42).await;
+    let (_, planned) = post(g, "/plan", &external_send("agent:alice", "rest")).await;
+    let id = planned["request_id"].as_str().unwrap().to_owned();
+    let (_, risked) = post(g, "/risk", &json!({"request_id": id})).await;
+    assert_eq!(risked["state"], "APPROVAL_PENDING");
+    let (_, queue) = get(g, "/approvals/pending").await;
+    assert_eq!(queue["pending"][0]["request_id"], id);
+    assert!(queue["pending"][0]["waiting_since"].is_string());
+    let ok = approval("human:ops", "approve", &["team:notify"], 0.0);
+    let signed = noema_client::orchestrator::signed_approval(&ops.key, &ok, &id).unwrap();
+    let (status, approved) = post(
+        g,
+        "/approve",
+        &json!({"request_id": id, "approval": ok, "signature": signed.signature,
+                "public_key": signed.public_key}),
+    )
+    .await;
+    assert_eq!(
+        (status, approved["valid_approvers"].clone()),
+        (200, json!(1)),
+        "{approved}"
+    );
+    let (status, refused) = post(
+        g,
+        "/approve",
+        &json!({"request_id": id, "approval": ok, "signature": signed.signature,
+                "public_key": signed.public_key}),
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        (refused["reason"].clone(), refused["check"].clone()),
+        (json!("APPROVAL_REFUSED"), json!("replayed"))
+    );
+    let (_, executed) = post(g, "/execute", &json!({"request_id": id})).await;
+    assert_eq!(executed["exec_trace"]["status"], "success");
+
+    // The evaluator's next item.
+    let (status, item) = get(g, "/evaluations/next?evaluator_id=agent:eve2").await;
+    assert_eq!(status, 200, "{item}");
+    assert!(item["exec_trace"]["trace_id"].is_string());
 }

@@ -4,12 +4,15 @@
 use noema_proto::identity::v1::diary_service_client::DiaryServiceClient;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
+use noema_proto::orchestrator::v1::orchestrator_service_client::OrchestratorServiceClient;
 use noema_runtime::client::TracedChannel;
 
 use crate::GatewayState;
 
 /// Largest ledger message (a 16 MiB payload and its fields), as the ledger allows.
 const LEDGER_MESSAGE_LIMIT: usize = 20 * 1024 * 1024;
+/// Largest orchestrator message (plans and traces), as the orchestrator allows.
+const ORCHESTRATOR_MESSAGE_LIMIT: usize = 16 * 1024 * 1024;
 
 impl GatewayState {
     pub fn identity(&self) -> IdentityServiceClient<TracedChannel> {
@@ -25,5 +28,11 @@ impl GatewayState {
         LedgerServiceClient::new(self.channel("ledger"))
             .max_decoding_message_size(LEDGER_MESSAGE_LIMIT)
             .max_encoding_message_size(LEDGER_MESSAGE_LIMIT)
+    }
+
+    pub fn orchestrator(&self) -> OrchestratorServiceClient<TracedChannel> {
+        OrchestratorServiceClient::new(self.channel("orchestrator"))
+            .max_decoding_message_size(ORCHESTRATOR_MESSAGE_LIMIT)
+            .max_encoding_message_size(ORCHESTRATOR_MESSAGE_LIMIT)
     }
 }

@@ -117,6 +117,7 @@ pub fn route_table() -> Vec<route::Route> {
     routes.extend(routes::signing::routes());
     routes.extend(routes::relations::routes());
     routes.extend(routes::chain::routes());
+    routes.extend(routes::orchestrator::routes());
     routes
 }
 
