@@ -1,7 +1,7 @@
-//! The orchestrator from outside (gRPC through the SDK, and REST on the seed's paths): the lifecycle and its replay,
-//! approvals and their forgeries, what execution refuses, rollback, secrets, the approval
-//! queue and the L1 optional confirm. Each case runs on every shape and backend, on a
-//! cluster with the test policy (`noema_e2e::governed`).
+//! The orchestrator from outside (gRPC through the SDK, and REST on the seed's paths): the
+//! lifecycle and its replay, approvals and their forgeries, what execution refuses,
+//! rollback, secrets, the approval queue and the L1 optional confirm. Each case runs on
+//! every shape and backend, on a cluster with the test policy (`noema_e2e::governed`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -5,11 +5,7 @@
 //! in the same transaction as the events that lead to it. Objects are immutable by
 //! content id, so a read one is cached for good.
 
-#[allow(dead_code)] // TEMPORARY copy of platform-shape's AuditedTx (see the file)
-mod audited;
 pub mod rows;
-#[allow(dead_code)] // TEMPORARY copy of platform-shape's noema_store::sql (see the file)
-mod sql;
 pub mod unit;
 mod writer;
 
@@ -25,7 +21,9 @@ pub use rows::{
 };
 pub use unit::{Expect, Rejection, RequestWrite, SuiteUpdate, Unit};
 
-use sql::{Builder, query, with_pool};
+use noema_store::audit::TxError;
+use noema_store::sql::{Builder, query};
+use noema_store::with_pool;
 use writer::GroupWriter;
 
 /// Schema migrations for the orchestrator, per backend.
@@ -43,7 +41,7 @@ pub enum StoreError {
     #[error("database query failed")]
     Database(#[from] sqlx::Error),
     #[error("audited transaction failed")]
-    Transaction(#[from] audited::TxError),
+    Transaction(#[from] TxError),
     #[error("audit log query failed")]
     Audit(#[from] noema_store::audit::AuditError),
     #[error("the store's writer has stopped")]
@@ -55,7 +53,7 @@ impl StoreError {
     pub fn is_unavailable(&self) -> bool {
         let db = match self {
             StoreError::Database(err) => Some(err),
-            StoreError::Transaction(audited::TxError::Database(err)) => Some(err),
+            StoreError::Transaction(TxError::Database(err)) => Some(err),
             StoreError::Audit(noema_store::audit::AuditError::Database(err)) => Some(err),
             _ => None,
         };

@@ -12,13 +12,14 @@
 //! one by one, so one bad unit cannot fail its neighbours.
 
 use noema_store::Database;
+use noema_store::audit::AuditedTx;
+use noema_store::sql::{Builder, Engine, query};
 use sqlx::{Pool, Sqlite};
 use tokio::sync::{mpsc, oneshot};
 
 use super::StoreError;
-use super::audited::AuditedTx;
 use super::rows::{EventRow, ObjectRow, RequestRow, VoteRow};
-use super::sql::{Builder, Engine, query};
+
 use super::unit::{Expect, Rejection, SuiteUpdate, Unit};
 
 /// Most units in one transaction: bounds the time the write lock is held.
