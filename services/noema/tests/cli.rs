@@ -1140,3 +1140,57 @@ async fn bench_ledger_reports_every_phase_and_its_writes_are_real() {
     sigterm(&running.child);
     assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
 }
+
+/// `noema bench orchestrator` runs complete lifecycles against a running Noema and reports
+/// them; each one it counts is a request that reached REWARDED, and the whole-store replay
+/// it times covers them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_orchestrator_reports_lifecycles_that_happened() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut running = start_up(&data, &dir.path().join("noema.log"));
+    let flags = [
+        "--endpoint".to_owned(),
+        format!("http://{}", running.grpc),
+        "--data-dir".to_owned(),
+        data.display().to_string(),
+    ];
+    let out = run(noema()
+        .args([
+            "bench",
+            "orchestrator",
+            "--concurrency",
+            "2",
+            "--duration",
+            "1",
+        ])
+        .args(["--server-pid", &running.child.id().to_string()])
+        .args(&flags));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lifecycle = &report["lifecycle"];
+    assert_eq!(lifecycle["errors"], 0, "{report}");
+    let done = lifecycle["lifecycles"].as_u64().unwrap();
+    assert!(done > 0, "{report}");
+    for call in ["plan", "risk", "execute", "evaluate", "reward"] {
+        let c = &lifecycle["calls"][call];
+        assert!(
+            c["p50_ms"].as_f64().unwrap() <= c["p99_ms"].as_f64().unwrap(),
+            "{report}"
+        );
+    }
+    assert!(
+        lifecycle["server_cpu_us_per_lifecycle"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    // Seven events per lifecycle (received, planned, risked, executed, traced, evaluated,
+    // rewarded), all replayed; started but unfinished lifecycles may add a few requests.
+    let replay = &report["replay_all"];
+    assert_eq!(replay["ok"], true, "{report}");
+    assert!(replay["requests"].as_u64().unwrap() >= done, "{report}");
+    assert!(replay["events"].as_u64().unwrap() >= 7 * done, "{report}");
+    let out = run(noema().args(["request", "replay", "--all"]).args(&flags));
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    sigterm(&running.child);
+    assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
+}

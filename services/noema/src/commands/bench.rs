@@ -26,6 +26,9 @@ pub enum BenchCommand {
     /// Canonical put (1 KiB payloads), signed reference put and canonical get, over gRPC
     /// and REST.
     Ledger(BenchArgs),
+    /// Complete request lifecycles (plan → risk → execute of `noema.noop` → evaluate →
+    /// reward) at N clients, p99 per call, and the whole-store replay.
+    Orchestrator(super::bench_orchestrator::OrchestratorBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -214,7 +217,7 @@ impl Target {
     }
 }
 
-fn percentile(sorted_micros: &[u64], p: f64) -> f64 {
+pub(super) fn percentile(sorted_micros: &[u64], p: f64) -> f64 {
     if sorted_micros.is_empty() {
         return 0.0;
     }
@@ -292,7 +295,7 @@ async fn run_phase(
 
 /// CPU time (user and system, all threads) that process `pid` (or `self`) has used so far,
 /// in seconds, from /proc (Linux).
-fn cpu_seconds(pid: &str) -> Option<f64> {
+pub(super) fn cpu_seconds(pid: &str) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name, in parentheses, may hold spaces; fields are counted after it, where
     // the third field of the line (the state) comes first: utime and stime are the 14th and
@@ -305,7 +308,7 @@ fn cpu_seconds(pid: &str) -> Option<f64> {
 }
 
 /// Peak resident memory of `pid` in MB, from /proc (Linux).
-fn peak_rss_mb(pid: u32) -> Option<f64> {
+pub(super) fn peak_rss_mb(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -313,7 +316,10 @@ fn peak_rss_mb(pid: u32) -> Option<f64> {
 }
 
 pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
-    let BenchCommand::Ledger(args) = command;
+    let args = match command {
+        BenchCommand::Ledger(args) => args,
+        BenchCommand::Orchestrator(args) => return super::bench_orchestrator::bench(args).await,
+    };
     let noema = args.client.connect().await?;
     let mut seed = [0u8; 8];
     getrandom::fill(&mut seed).map_err(|e| CommandError::Usage(e.to_string()))?;

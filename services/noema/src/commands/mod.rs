@@ -2,6 +2,7 @@
 //! runtime would, through noema-client.
 
 pub mod bench;
+pub mod bench_orchestrator;
 pub mod connect;
 pub mod diary;
 pub mod ledger;
