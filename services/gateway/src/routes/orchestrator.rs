@@ -48,9 +48,14 @@ fn next_cursor(page: Option<noema_proto::common::v1::PageResponse>) -> Option<St
     page.map(|p| p.next_page_token).filter(|t| !t.is_empty())
 }
 
+// Request bodies default every field, so that the service, not the body parser, answers
+// first: a token lacking the scope is 403 whatever the body, and a missing field is the
+// service's 422 naming it.
+
 /// `{"request_id"}`: the body of the calls that name only the request.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RequestRef {
+    #[serde(default)]
     pub request_id: String,
 }
 
@@ -76,13 +81,17 @@ pub struct RiskBody {
 /// `POST /approve`'s body.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ApproveInput {
+    #[serde(default)]
     pub request_id: String,
     /// The Approval.
+    #[serde(default)]
     pub approval: Value,
     /// Standard base64 of the Ed25519 signature over the JCS bytes of
     /// `{"approval": <Approval>, "request_id": "<request_id>"}`.
+    #[serde(default)]
     pub signature: String,
     /// Standard base64 of the approver's 32-byte public key, registered in identity.
+    #[serde(default)]
     pub public_key: String,
 }
 
@@ -113,9 +122,12 @@ pub struct TraceBody {
 /// `POST /evaluate`'s body.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct EvaluateInput {
+    #[serde(default)]
     pub request_id: String,
+    #[serde(default)]
     pub evaluator_id: String,
     /// The EvalResult.
+    #[serde(default)]
     pub eval_result: Value,
 }
 
@@ -340,7 +352,7 @@ pub struct SchemasBody {
 }
 
 /// A gold task's known answer.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct GoldAnswerBody {
     pub pass: bool,
     pub min_score: f64,
@@ -354,6 +366,7 @@ pub struct GoldInput {
     pub plan: Option<Value>,
     pub risk_report: Option<Value>,
     pub exec_trace: Option<Value>,
+    #[serde(default)]
     pub answer: GoldAnswerBody,
 }
 
