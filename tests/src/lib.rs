@@ -3,6 +3,8 @@
 //! (all-in-one, split in-process) and every backend (SQLite + files, Postgres + S3), and
 //! once more with every role as its own `noema serve` process on Postgres + S3.
 
+pub mod governed;
+
 pub use noema_test_support::{Backend, BearerToken, LedgerClient, Role, Shape, TestCluster};
 
 /// Starts a cluster, failing the test loudly (never skipping) when a backend is missing.
@@ -15,7 +17,10 @@ pub async fn cluster(backend: Backend, shape: Shape) -> TestCluster {
 
 /// A REST client without credentials.
 pub fn anonymous() -> reqwest::Client {
-    reqwest::Client::new()
+    match noema_tools::tls::client() {
+        Ok(client) => client,
+        Err(err) => panic!("cannot build a REST client: {err}"),
+    }
 }
 
 /// A REST client whose requests carry `token`.
@@ -27,7 +32,10 @@ pub fn client_as(token: &str) -> reqwest::Client {
         }
         Err(_) => panic!("token is not a valid header value"),
     }
-    match reqwest::Client::builder().default_headers(headers).build() {
+    match noema_tools::tls::client_builder()
+        .default_headers(headers)
+        .build()
+    {
         Ok(client) => client,
         Err(err) => panic!("cannot build a REST client: {err}"),
     }

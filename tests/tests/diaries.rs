@@ -1413,7 +1413,8 @@ async fn bulk_entry_delete(cluster: &TestCluster) {
     }
 
     // Without a token, or without diary:manage, the route is refused like the others.
-    let anonymous = reqwest::Client::new()
+    let anonymous = noema_tools::tls::client()
+        .unwrap()
         .delete(format!("{}/entries", cluster.rest_url))
         .json(&json!({"ids": [d3]}))
         .send()

@@ -108,7 +108,10 @@ async fn the_example_is_served(cluster: &TestCluster) {
     );
 
     // The gateway fronts it: readiness checks it.
-    let ready: serde_json::Value = reqwest::get(format!("{}/readyz", cluster.rest_url))
+    let ready: serde_json::Value = noema_tools::tls::client()
+        .unwrap()
+        .get(format!("{}/readyz", cluster.rest_url))
+        .send()
         .await
         .unwrap()
         .json()

@@ -12,6 +12,7 @@ pub mod continuity;
 pub mod diary;
 pub mod ledger;
 pub mod world;
+pub mod orchestrator;
 
 use std::time::Duration;
 
@@ -27,6 +28,7 @@ pub mod pb {
     pub use noema_proto::identity::v1 as identity;
     pub use noema_proto::ledger::v1 as ledger;
     pub use noema_proto::world::v1 as world;
+    pub use noema_proto::orchestrator::v1 as orchestrator;
 }
 
 pub use noema_core::keys::{PublicKey, Signature, SigningKeyPair};
@@ -115,12 +117,18 @@ pub type IdentityClient =
 
 pub type ContinuityClient =
     noema_proto::continuity::v1::continuity_service_client::ContinuityServiceClient<AuthedChannel>;
+pub type OrchestratorClient =
+    noema_proto::orchestrator::v1::orchestrator_service_client::OrchestratorServiceClient<
+        AuthedChannel,
+    >;
 
 pub type DiaryClient =
     noema_proto::identity::v1::diary_service_client::DiaryServiceClient<AuthedChannel>;
 
 pub type WorldClient =
     noema_proto::world::v1::world_service_client::WorldServiceClient<AuthedChannel>;
+/// Largest message the orchestrator client sends or accepts (plans and traces).
+const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 /// A connection to Noema. Cheap to clone; clients share one HTTP/2 connection.
 #[derive(Clone)]
@@ -189,6 +197,13 @@ impl Noema {
 
     pub fn identity(&self) -> IdentityClient {
         IdentityClient::new(self.channel.clone())
+    }
+
+    /// The governed runtime; see [`orchestrator`] for the calls and approval signing.
+    pub fn orchestrator(&self) -> OrchestratorClient {
+        OrchestratorClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     /// Signed diaries (served by the identity service); see [`diary`] for local signing.

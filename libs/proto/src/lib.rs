@@ -54,3 +54,10 @@ pub mod world {
         include!(concat!(env!("OUT_DIR"), "/noema.world.v1.rs"));
     }
 }
+
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod orchestrator {
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/noema.orchestrator.v1.rs"));
+    }
+}

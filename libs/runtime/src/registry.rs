@@ -196,6 +196,9 @@ pub struct ServiceContext {
     pub cache_ttl: Duration,
     /// Its service-specific options, already checked by its [`OptionsSpec`].
     pub options: serde_json::Map<String, serde_json::Value>,
+    /// The process's data directory (`server.data_dir`): where the embedded default keeps
+    /// its files, and what a service that runs tools keeps them away from.
+    pub data_dir: std::path::PathBuf,
 }
 
 impl ServiceContext {

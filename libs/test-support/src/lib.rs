@@ -393,6 +393,38 @@ impl TestCluster {
         Ok(())
     }
 
+    /// Processes shape on Postgres: starts one more process of `role` on the same database
+    /// and object store (its own ports, data dir and log), as a second replica of the
+    /// service would run; returns its gRPC endpoint. It stops with the cluster. On SQLite
+    /// a second process would have a database of its own, so that is refused.
+    pub async fn start_replica(&mut self, role: &str) -> Result<String, ClusterError> {
+        if self.backend != Backend::PostgresS3 {
+            return Err(ClusterError::Shape(
+                "replicas share a database only on Postgres".into(),
+            ));
+        }
+        let mut spec = self.process_mut(role)?.spec.clone();
+        let n = self
+            .processes
+            .iter()
+            .filter(|p| p.spec.role.name() == role)
+            .count();
+        let name = format!("{role}-replica-{n}");
+        for (key, value) in &mut spec.env {
+            if key == "NOEMA__SERVER__DATA_DIR" {
+                *value = self.data_dir.path().join(&name).display().to_string();
+            }
+        }
+        spec.log = self.data_dir.path().join(format!("{name}.log"));
+        let replica =
+            tokio::task::spawn_blocking(move || processes::ServiceProcess::start(spec, None))
+                .await
+                .map_err(|e| ClusterError::Process(e.to_string()))??;
+        let endpoint = format!("http://{}", bound(replica.bound.grpc)?);
+        self.processes.push(replica);
+        Ok(endpoint)
+    }
+
     /// The configuration the cluster was built from: its storage URLs, for tests that
     /// reach under the services (outages, corruption).
     pub fn config(&self) -> &NoemaConfig {

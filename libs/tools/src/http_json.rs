@@ -64,7 +64,7 @@ pub struct HttpExchange {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
 #[serde(tag = "error", rename_all = "snake_case")]
 pub enum HttpJsonError {
-    #[error("URL scheme {scheme:?} is not supported (http only in this build)")]
+    #[error("URL scheme {scheme:?} is not supported (http and https are)")]
     UnsupportedScheme { scheme: String },
     #[error("header {name:?} is invalid")]
     InvalidHeader { name: String },
@@ -103,7 +103,7 @@ pub struct HttpJsonClient {
 
 impl HttpJsonClient {
     pub fn new() -> Result<HttpJsonClient, HttpJsonError> {
-        let client = reqwest::Client::builder()
+        let client = crate::tls::client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|err| HttpJsonError::Transport {
@@ -161,7 +161,7 @@ impl HttpJsonClient {
         &self,
         call: &HttpJsonCall,
     ) -> Result<(HttpExchange, Redactor), HttpJsonError> {
-        if call.url.scheme() != "http" {
+        if !matches!(call.url.scheme(), "http" | "https") {
             return Err(HttpJsonError::UnsupportedScheme {
                 scheme: call.url.scheme().to_owned(),
             });

@@ -8,7 +8,9 @@
 //!   group, capped output and protected paths checked on every path argument.
 //! - [`secret`]: secrets come from the environment or secret files only and are scrubbed
 //!   from everything a tool returns.
+//! - [`tls`]: every HTTP client's TLS (rustls with the ring provider).
 
 pub mod command;
 pub mod http_json;
 pub mod secret;
+pub mod tls;

@@ -185,12 +185,22 @@ async fn failures_come_back_as_data() {
         HttpJsonError::Transport { .. }
     ));
 
+    // https is spoken (rustls, ring): a plain-HTTP server fails the TLS handshake, which is a
+    // transport failure, not a refused scheme.
     let mut tls = call(addr, "/echo");
-    tls.url = "https://example.invalid/x".parse().unwrap();
+    tls.url = format!("https://{addr}/echo").parse().unwrap();
+    match client.call(&tls).await.unwrap_err() {
+        HttpJsonError::Transport { reason } => {
+            assert!(!reason.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut ftp = call(addr, "/echo");
+    ftp.url = "ftp://example.invalid/x".parse().unwrap();
     assert_eq!(
-        client.call(&tls).await.unwrap_err(),
+        client.call(&ftp).await.unwrap_err(),
         HttpJsonError::UnsupportedScheme {
-            scheme: "https".into()
+            scheme: "ftp".into()
         }
     );
 }

@@ -40,7 +40,8 @@ fn chat(stream: bool) -> Value {
 }
 
 async fn ask(server: &ToyServer, subject: &str, turn: u64, body: &Value) -> reqwest::Response {
-    reqwest::Client::new()
+    noema_tools::tls::client()
+        .unwrap()
         .post(format!("{}/v1/chat/completions", server.url()))
         .header(SUBJECT_HEADER, subject)
         .header(TURN_HEADER, turn.to_string())
@@ -132,7 +133,10 @@ async fn the_llm_answers_each_subject_and_turn_in_script_order() {
         json!("json_schema")
     );
     assert_eq!(llm.remaining(), 0);
-    let logged: Value = reqwest::get(format!("{}/_toys/llm/requests", server.url()))
+    let logged: Value = noema_tools::tls::client()
+        .unwrap()
+        .get(format!("{}/_toys/llm/requests", server.url()))
+        .send()
         .await
         .unwrap()
         .json()
@@ -251,7 +255,8 @@ fn scripts_load_from_files_and_are_checked() {
 }
 
 async fn post(server: &ToyServer, path: &str, body: Value) -> (u16, Value) {
-    let response = reqwest::Client::new()
+    let response = noema_tools::tls::client()
+        .unwrap()
         .post(format!("{}{path}", server.url()))
         .json(&body)
         .send()
@@ -403,7 +408,10 @@ async fn the_fountain_flows_and_bad_requests_are_422() {
     assert_eq!(answer["error"], json!("machine_id is required"));
     let (status, _) = post(&server, "/weather", json!("not an object")).await;
     assert_eq!(status, 422);
-    let log: Value = reqwest::get(format!("{}/_toys/park/log", server.url()))
+    let log: Value = noema_tools::tls::client()
+        .unwrap()
+        .get(format!("{}/_toys/park/log", server.url()))
+        .send()
         .await
         .unwrap()
         .json()
@@ -418,7 +426,8 @@ async fn the_fault_endpoints_fail_as_named() {
     let (_, server) = start_park(ParkConfig::default()).await;
     let (status, body) = post(&server, "/faults/http_500", json!({})).await;
     assert_eq!((status, body), (500, json!({"error": "the toy is broken"})));
-    let response = reqwest::Client::new()
+    let response = noema_tools::tls::client()
+        .unwrap()
         .post(format!("{}/faults/not_json", server.url()))
         .json(&json!({}))
         .send()
@@ -462,7 +471,10 @@ async fn every_toy_is_served_on_one_port() {
     .await;
     assert_eq!(status, 200);
     assert_eq!(
-        reqwest::get(format!("{}/healthz", server.url()))
+        noema_tools::tls::client()
+            .unwrap()
+            .get(format!("{}/healthz", server.url()))
+            .send()
             .await
             .unwrap()
             .text()
@@ -479,7 +491,7 @@ async fn the_barrier_releases_callers_only_when_enough_wait_together() {
     let call = |body: Value| {
         let url = format!("{}/barrier", server.url());
         async move {
-            let response = reqwest::Client::new()
+            let response = noema_tools::tls::client().unwrap()
                 .post(url)
                 .json(&body)
                 .send()

@@ -6,12 +6,15 @@ use noema_proto::identity::v1::diary_service_client::DiaryServiceClient;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
 use noema_proto::world::v1::world_service_client::WorldServiceClient;
+use noema_proto::orchestrator::v1::orchestrator_service_client::OrchestratorServiceClient;
 use noema_runtime::client::TracedChannel;
 
 use crate::GatewayState;
 
 /// Largest ledger message (a 16 MiB payload and its fields), as the ledger allows.
 const LEDGER_MESSAGE_LIMIT: usize = 20 * 1024 * 1024;
+/// Largest orchestrator message (plans and traces), as the orchestrator allows.
+const ORCHESTRATOR_MESSAGE_LIMIT: usize = 16 * 1024 * 1024;
 
 /// Largest world message (a big world's turn record), as the world service allows.
 const WORLD_MESSAGE_LIMIT: usize = 32 * 1024 * 1024;
@@ -41,5 +44,11 @@ impl GatewayState {
         WorldServiceClient::new(self.channel("world"))
             .max_decoding_message_size(WORLD_MESSAGE_LIMIT)
             .max_encoding_message_size(WORLD_MESSAGE_LIMIT)
+    }
+
+    pub fn orchestrator(&self) -> OrchestratorServiceClient<TracedChannel> {
+        OrchestratorServiceClient::new(self.channel("orchestrator"))
+            .max_decoding_message_size(ORCHESTRATOR_MESSAGE_LIMIT)
+            .max_encoding_message_size(ORCHESTRATOR_MESSAGE_LIMIT)
     }
 }

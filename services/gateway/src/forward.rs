@@ -16,6 +16,7 @@ use noema_proto::identity::v1::diary_service_client::DiaryServiceClient;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
 use noema_proto::world::v1::world_service_client::WorldServiceClient;
+use noema_proto::orchestrator::v1::orchestrator_service_client::OrchestratorServiceClient;
 use noema_runtime::auth::AuthError;
 use noema_runtime::client::TracedChannel;
 use schemars::JsonSchema;
@@ -78,6 +79,10 @@ impl Caller {
 
     pub fn world(&self) -> WorldServiceClient<TracedChannel> {
         self.state.world()
+    }
+
+    pub fn orchestrator(&self) -> OrchestratorServiceClient<TracedChannel> {
+        self.state.orchestrator()
     }
 }
 

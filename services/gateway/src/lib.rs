@@ -128,6 +128,7 @@ pub fn route_table() -> Vec<route::Route> {
     routes.extend(routes::help::routes());
     routes.extend(routes::world_components::routes());
     routes.extend(routes::world::routes());
+    routes.extend(routes::orchestrator::routes());
     routes
 }
 

@@ -146,6 +146,15 @@ enum Command {
     /// The world kernel's toys: a scripted LLM and the seed's toy sources.
     #[command(subcommand)]
     Toys(commands::toys::ToysCommand),
+    /// Governed requests (the orchestrator): plan, risk, approve, execute, evaluate,
+    /// reward, show, replay.
+    #[command(subcommand)]
+    Request(commands::orchestrator::RequestCommand),
+    /// Requests waiting for approval, and since when.
+    Approvals(commands::orchestrator::ApprovalsArgs),
+    /// The release checklist.
+    #[command(subcommand)]
+    Release(commands::orchestrator::ReleaseCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -261,6 +270,8 @@ fn command(registry: &Registry) -> clap::Command {
 /// Runs the `noema` command line (from the process's arguments) for the services of
 /// `registry`, and returns the process's exit status.
 pub fn run(registry: Registry) -> ExitCode {
+    // Every HTTP client of the process (tools, the bench) speaks TLS through ring.
+    noema_tools::tls::install();
     let matches = command(&registry).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     match tokio::runtime::Builder::new_multi_thread()
@@ -335,6 +346,9 @@ async fn dispatch(registry: &Registry, cli: Cli) -> ExitCode {
         Command::Component(command) => finish(commands::world::component(&command).await),
         Command::Scenario(command) => finish(commands::world::scenario(&command).await),
         Command::Toys(command) => finish(commands::toys::toys(&command).await),
+        Command::Request(command) => finish(commands::orchestrator::request(&command).await),
+        Command::Approvals(args) => finish(commands::orchestrator::approvals(&args).await),
+        Command::Release(command) => finish(commands::orchestrator::release(&command).await),
         Command::Config(ConfigCommand::Dump(flags)) => {
             match load(registry, cli.config.as_ref(), &flags).and_then(|c| c.to_toml()) {
                 Ok(text) => {

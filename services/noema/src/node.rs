@@ -148,6 +148,7 @@ impl Node {
                     peers,
                     cache_ttl,
                     options: config.options(spec),
+                    data_dir: config.server.data_dir.clone(),
                 };
                 Box::pin(add_service(&mut server, spec, context)).await?;
                 readiness.push((spec, storage));

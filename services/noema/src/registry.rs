@@ -19,7 +19,13 @@ pub use noema_runtime::registry::Registry;
 /// Every service of the `noema` binary. A test or an example extends it with
 /// [`Registry::with`].
 pub fn builtin() -> Result<Registry, RegistryError> {
-    Registry::new(vec![identity(), ledger(), continuity(), world()])
+    Registry::new(vec![
+        identity(),
+        ledger(),
+        continuity(),
+        orchestrator(),
+        world(),
+    ])
 }
 
 /// Agents, keys, tokens and signed diaries (seed 004); checks every service's tokens.
@@ -172,6 +178,38 @@ fn build_world(ctx: ServiceContext) -> BoxFuture<'static, Result<Hosted, BuildEr
     })
 }
 
+/// The Cognitive OS governed runtime (seed 002): plan, risk, approval, execution, trace,
+/// evaluation and reward under a risk policy. Identity vouches for approvers' keys; the
+/// ledger anchors objects and serves the `noema.put_canonical` tool.
+fn orchestrator() -> ServiceSpec {
+    ServiceSpec {
+        name: "orchestrator",
+        grpc_services: &[noema_orchestrator::SERVICE_NAME],
+        descriptors: noema_proto::FILE_DESCRIPTOR_SET,
+        migrations: &noema_orchestrator::MIGRATIONS,
+        object_store: None,
+        peers: &["identity", "ledger"],
+        options: Some(OptionsSpec::of::<noema_orchestrator::Options>()),
+        token_authority: None,
+        build: build_orchestrator,
+    }
+}
+
+fn build_orchestrator(ctx: ServiceContext) -> BoxFuture<'static, Result<Hosted, BuildError>> {
+    Box::pin(async move {
+        let options: noema_orchestrator::Options = ctx.options()?;
+        let deps = noema_orchestrator::Dependencies {
+            identity: ctx.peer("identity")?,
+            ledger: ctx.peer("ledger")?,
+            data_dir: ctx.data_dir.clone(),
+        };
+        let service = noema_orchestrator::service(ctx.db, &options, deps)
+            .await
+            .map_err(|e| BuildError::failed(&e))?;
+        Ok(Hosted::new().with(service))
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -184,7 +222,7 @@ mod tests {
         let registry = builtin().unwrap();
         assert_eq!(
             registry.names(),
-            ["identity", "ledger", "continuity", "world"]
+            ["identity", "ledger", "continuity", "orchestrator", "world"]
         );
         let (authority, _) = registry.token_authority().unwrap();
         assert_eq!(authority.name, "identity");
@@ -193,6 +231,8 @@ mod tests {
         assert_eq!(registry.calls(authority), Vec::<&str>::new());
         let continuity = registry.get("continuity").unwrap();
         assert_eq!(registry.calls(continuity), ["identity"]);
+        let orchestrator = registry.get("orchestrator").unwrap();
+        assert_eq!(registry.calls(orchestrator), ["identity", "ledger"]);
         let world = registry.get("world").unwrap();
         assert_eq!(registry.calls(world), ["identity", "ledger"]);
     }

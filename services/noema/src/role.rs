@@ -73,7 +73,7 @@ mod tests {
         let registry = crate::registry::builtin().unwrap();
         assert_eq!(
             Role::names(&registry),
-            ["identity", "ledger", "continuity", "world", "gateway"]
+            ["identity", "ledger", "continuity", "orchestrator", "world", "gateway"]
         );
         assert_eq!(
             Role::parse(&registry, "ledger"),
@@ -82,7 +82,7 @@ mod tests {
         assert_eq!(Role::parse(&registry, "gateway"), Ok(Role::Gateway));
         let err = Role::parse(&registry, "ledgr").unwrap_err();
         assert!(
-            err.contains("identity, ledger, continuity, world, gateway"),
+            err.contains("identity, ledger, continuity, orchestrator, world, gateway"),
             "{err}"
         );
     }

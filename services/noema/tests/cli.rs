@@ -154,7 +154,7 @@ fn the_registry_decides_which_services_exist() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["identity", "ledger", "continuity", "world"]);
+    assert_eq!(names, ["identity", "ledger", "continuity", "orchestrator", "world"]);
     assert_eq!(services[1]["calls"], serde_json::json!(["identity"]));
     assert_eq!(services[0]["owner_token"], true);
 
@@ -163,13 +163,13 @@ fn the_registry_decides_which_services_exist() {
     assert!(!out.status.success());
     let err = text(&out.stderr);
     assert!(
-        err.contains("identity, ledger, continuity, world, gateway"),
+        err.contains("identity, ledger, continuity, orchestrator, world, gateway"),
         "{err}"
     );
     let err = failed_start(&[("NOEMA__EXAMPLE__GREETING", "hi")], &[]);
     assert!(
         err.contains(
-            "`example`: unknown service `example`; known services: identity, ledger, continuity, world"
+            "`example`: unknown service `example`; known services: identity, ledger, continuity, orchestrator, world"
         ),
         "{err}"
     );
@@ -313,7 +313,7 @@ async fn up_serves_then_drains_on_sigterm_and_exits_zero() {
     );
     assert!(running.banner.contains(&owner_token), "{}", running.banner);
 
-    let http = reqwest::Client::new();
+    let http = noema_tools::tls::client().unwrap();
     let health = http
         .get(format!("{}/healthz", running.rest))
         .send()
@@ -431,7 +431,7 @@ async fn nothing_acknowledged_is_lost_after_kill_9() {
         .unwrap()
         .trim()
         .to_owned();
-    let http = reqwest::Client::new();
+    let http = noema_tools::tls::client().unwrap();
 
     // Writers run concurrently; the process is killed while they are still writing.
     let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -617,7 +617,7 @@ async fn cli_diary_entry_sign_and_verify() {
     let key = dir.path().join("agent.key");
     let out = run(noema().args(["keygen", "--out", key.to_str().unwrap()]));
     let keygen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let http = reqwest::Client::new();
+    let http = noema_tools::tls::client().unwrap();
     let registered = http
         .post(format!("{}/v1/agents", running.rest))
         .bearer_auth(&owner)
@@ -695,7 +695,7 @@ async fn cli_mcp_tools_lists_what_the_token_may_call() {
         .unwrap()
         .trim()
         .to_owned();
-    let issued: serde_json::Value = reqwest::Client::new()
+    let issued: serde_json::Value = noema_tools::tls::client().unwrap()
         .post(format!("{}/v1/security/tokens/issue", running.rest))
         .bearer_auth(&owner)
         .json(&serde_json::json!({"peer_id": "mcp-reader", "scopes": ["ledger:read"]}))
@@ -801,7 +801,12 @@ async fn json_logs_are_one_object_per_line() {
             break url.to_owned();
         }
     };
-    let response = reqwest::get(format!("{rest}/healthz")).await.unwrap();
+    let response = noema_tools::tls::client()
+        .unwrap()
+        .get(format!("{rest}/healthz"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status().as_u16(), 200);
     sigterm(&child);
     assert!(wait_exit(&mut child, Duration::from_secs(20)).success());
@@ -841,7 +846,7 @@ async fn backup_while_running_then_restore_into_a_new_dir() {
         .unwrap()
         .trim()
         .to_owned();
-    let http = reqwest::Client::new();
+    let http = noema_tools::tls::client().unwrap();
     let mut ids = Vec::new();
     for i in 0..3 {
         let r = noema_client::ledger::canonical_request(
@@ -1298,6 +1303,60 @@ async fn bench_ledger_measures_mcp_tool_calls_against_rest() {
         .map(|r| r["ops"].as_u64().unwrap())
         .sum();
     assert_eq!(reconcile["checked"], 1 + puts, "{reconcile}");
+    sigterm(&running.child);
+    assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
+}
+
+/// `noema bench orchestrator` runs complete lifecycles against a running Noema and reports
+/// them; each one it counts is a request that reached REWARDED, and the whole-store replay
+/// it times covers them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_orchestrator_reports_lifecycles_that_happened() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut running = start_up(&data, &dir.path().join("noema.log"));
+    let flags = [
+        "--endpoint".to_owned(),
+        format!("http://{}", running.grpc),
+        "--data-dir".to_owned(),
+        data.display().to_string(),
+    ];
+    let out = run(noema()
+        .args([
+            "bench",
+            "orchestrator",
+            "--concurrency",
+            "2",
+            "--duration",
+            "1",
+        ])
+        .args(["--server-pid", &running.child.id().to_string()])
+        .args(&flags));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lifecycle = &report["lifecycle"];
+    assert_eq!(lifecycle["errors"], 0, "{report}");
+    let done = lifecycle["lifecycles"].as_u64().unwrap();
+    assert!(done > 0, "{report}");
+    for call in ["plan", "risk", "execute", "evaluate", "reward"] {
+        let c = &lifecycle["calls"][call];
+        assert!(
+            c["p50_ms"].as_f64().unwrap() <= c["p99_ms"].as_f64().unwrap(),
+            "{report}"
+        );
+    }
+    assert!(
+        lifecycle["server_cpu_us_per_lifecycle"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    // Seven events per lifecycle (received, planned, risked, executed, traced, evaluated,
+    // rewarded), all replayed; started but unfinished lifecycles may add a few requests.
+    let replay = &report["replay_all"];
+    assert_eq!(replay["ok"], true, "{report}");
+    assert!(replay["requests"].as_u64().unwrap() >= done, "{report}");
+    assert!(replay["events"].as_u64().unwrap() >= 7 * done, "{report}");
+    let out = run(noema().args(["request", "replay", "--all"]).args(&flags));
+    assert!(out.status.success(), "{}", text(&out.stdout));
     sigterm(&running.child);
     assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
 }

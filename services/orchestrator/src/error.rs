@@ -1,11 +1,12 @@
 //! The orchestrator's failures, each knowing its `ErrorCode` and stable `Reason`.
 //!
-//! Domain errors convert into [`OrchestratorError`] once; the later layers (operations,
-//! store) add their own variants here. The REST mapping the gateway will apply for the
-//! Cognitive OS routes: `WRONG_STATE` → 409 with the current state and the allowed next
-//! calls; `SCHEMA_VIOLATION` / `UNKNOWN_SCHEMA_VERSION` → 422 naming the field.
+//! Domain errors convert into [`OrchestratorError`] once; the operations layer and the
+//! store add their own variants. The REST mapping the gateway applies for the Cognitive
+//! OS routes: `WRONG_STATE` → 409 with the current state and the allowed next calls;
+//! `SCHEMA_VIOLATION` / `UNKNOWN_SCHEMA_VERSION` → 422 naming the field; an unknown
+//! request → 404.
 
-use noema_core::{ErrorCode, Reason, ServiceError};
+use noema_core::{ErrorCode, Failure, Reason, ServiceError};
 
 use crate::domain::approval::ApprovalError;
 use crate::domain::eval::EvalError;
@@ -14,6 +15,7 @@ use crate::domain::objects::ContentError;
 use crate::domain::policy::PolicyError;
 use crate::domain::schema::ObjectError;
 use crate::domain::state::WrongState;
+use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OrchestratorError {
@@ -32,6 +34,30 @@ pub enum OrchestratorError {
     Replay(#[from] EventError),
     #[error(transparent)]
     Content(#[from] ContentError),
+    /// An unknown request, trace, gold task, schema or evaluator.
+    #[error("{0}")]
+    NotFound(String),
+    /// A request field the server cannot use (besides schema violations).
+    #[error("{0}")]
+    Invalid(String),
+    /// The caller may not do this (evaluate as another evaluator, its own request).
+    #[error("{0}")]
+    NotPermitted(String),
+    #[error("storage failed")]
+    Store(#[from] StoreError),
+    /// Identity refused or failed the approver-key check; its failure is passed on.
+    #[error("identity: {}", .0.message)]
+    Identity(Failure),
+    /// The ledger refused or failed a write (anchoring, `noema.put_canonical`).
+    #[error("ledger: {}", .0.message)]
+    Ledger(Failure),
+    /// Stored data that does not read back: a bug or tampering (details stay in the logs).
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    /// Concurrent calls kept moving the request (or the evaluator, or the actor's
+    /// reputation) between read and write.
+    #[error("{0} is being changed by concurrent calls; retry")]
+    Contended(String),
 }
 
 impl ServiceError for OrchestratorError {
@@ -40,6 +66,16 @@ impl ServiceError for OrchestratorError {
             OrchestratorError::Object(ObjectError::SchemasUnavailable(_))
             | OrchestratorError::Replay(_)
             | OrchestratorError::Content(_) => ErrorCode::Internal,
+            OrchestratorError::NotFound(_) => ErrorCode::NotFound,
+            OrchestratorError::Corrupt(_) => ErrorCode::Internal,
+            OrchestratorError::Invalid(_) => ErrorCode::InvalidArgument,
+            OrchestratorError::NotPermitted(_) => ErrorCode::PermissionDenied,
+            OrchestratorError::Store(err) if err.is_unavailable() => ErrorCode::Unavailable,
+            OrchestratorError::Store(_) => ErrorCode::Internal,
+            OrchestratorError::Identity(failure) | OrchestratorError::Ledger(failure) => {
+                failure.code
+            }
+            OrchestratorError::Contended(_) => ErrorCode::Unavailable,
             OrchestratorError::Object(_)
             | OrchestratorError::Policy(_)
             | OrchestratorError::Eval(_) => ErrorCode::InvalidArgument,
@@ -76,6 +112,9 @@ impl ServiceError for OrchestratorError {
             OrchestratorError::Policy(_) => Reason::PolicyNotLoaded,
             OrchestratorError::Approval(_) => Reason::ApprovalRefused,
             OrchestratorError::Eval(EvalError::UnknownSuite { .. }) => Reason::UnknownEvalSuite,
+            OrchestratorError::Identity(failure) | OrchestratorError::Ledger(failure) => {
+                failure.reason
+            }
             _ => Reason::generic(self.code()),
         }
     }
@@ -115,7 +154,16 @@ impl ServiceError for OrchestratorError {
             OrchestratorError::Eval(EvalError::UnknownSuite { suite, .. }) => {
                 vec![("suite", suite.clone())]
             }
-            OrchestratorError::Replay(_) | OrchestratorError::Content(_) => Vec::new(),
+            OrchestratorError::Replay(_)
+            | OrchestratorError::Content(_)
+            | OrchestratorError::NotFound(_)
+            | OrchestratorError::Invalid(_)
+            | OrchestratorError::NotPermitted(_)
+            | OrchestratorError::Store(_)
+            | OrchestratorError::Identity(_)
+            | OrchestratorError::Ledger(_)
+            | OrchestratorError::Corrupt(_)
+            | OrchestratorError::Contended(_) => Vec::new(),
         }
     }
 }

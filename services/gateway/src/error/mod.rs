@@ -8,6 +8,7 @@
 //! on the way out.
 
 mod cognirelay;
+mod cognitive_os;
 mod moltnet;
 mod noema;
 mod open_cognition;
@@ -21,6 +22,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Serialize;
 
 pub use cognirelay::CogniRelayError;
+pub use cognitive_os::CognitiveOsError;
 pub use moltnet::MoltNetProblem;
 pub use noema::NoemaError;
 pub use open_cognition::OpenCognitionError;
@@ -39,6 +41,9 @@ pub enum ErrorStyle {
     MoltNet,
     /// FastAPI's `{"detail": …}` as CogniRelay writes it, plus `error` and `code`.
     CogniRelay,
+    /// The orchestrator's (Cognitive OS): `{"code", "error", "reason"}`, 409 with the state
+    /// and the calls allowed next, 422 naming the field.
+    CognitiveOs,
 }
 
 impl ErrorStyle {
@@ -50,6 +55,7 @@ impl ErrorStyle {
             ErrorStyle::OpenCognition => json(open_cognition::render(failure)),
             ErrorStyle::MoltNet => json(moltnet::render(failure)),
             ErrorStyle::CogniRelay => cognirelay::response(failure),
+            ErrorStyle::CognitiveOs => json(cognitive_os::render(failure)),
         };
         if let Some(delay) = failure.retry_after {
             response
@@ -66,6 +72,7 @@ impl ErrorStyle {
             ErrorStyle::OpenCognition => generator.subschema_for::<OpenCognitionError>(),
             ErrorStyle::MoltNet => generator.subschema_for::<MoltNetProblem>(),
             ErrorStyle::CogniRelay => generator.subschema_for::<CogniRelayError>(),
+            ErrorStyle::CognitiveOs => generator.subschema_for::<CognitiveOsError>(),
         }
     }
 
@@ -75,6 +82,7 @@ impl ErrorStyle {
         match self {
             ErrorStyle::OpenCognition => Some((422, "Invalid object or reference")),
             ErrorStyle::CogniRelay => Some((422, "Malformed request body")),
+            ErrorStyle::CognitiveOs => Some((422, "A malformed object, naming the field")),
             ErrorStyle::Noema | ErrorStyle::MoltNet => None,
         }
     }
@@ -166,6 +174,7 @@ pub(crate) mod tests {
             ErrorStyle::OpenCognition => text(open_cognition::render(failure)),
             ErrorStyle::MoltNet => text(moltnet::render(failure)),
             ErrorStyle::CogniRelay => text(cognirelay::render(failure)),
+            ErrorStyle::CognitiveOs => text(cognitive_os::render(failure)),
         };
         (status.as_u16(), body)
     }

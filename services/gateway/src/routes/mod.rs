@@ -12,6 +12,7 @@ pub mod ledger;
 pub mod ledger_objects;
 pub mod moltnet;
 pub mod ops;
+pub mod orchestrator;
 pub mod relations;
 pub mod signing;
 pub mod tokens;

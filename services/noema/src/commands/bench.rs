@@ -51,6 +51,9 @@ pub struct FillArgs {
     /// Payload size of each object (small JSON documents, padded).
     #[arg(long, default_value_t = 64)]
     pub payload_bytes: usize,
+    /// Complete request lifecycles (plan → risk → execute of `noema.noop` → evaluate →
+    /// reward) at N clients, p99 per call, and the whole-store replay.
+    Orchestrator(super::bench_orchestrator::OrchestratorBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -290,7 +293,7 @@ impl Target {
     }
 }
 
-fn percentile(sorted_micros: &[u64], p: f64) -> f64 {
+pub(super) fn percentile(sorted_micros: &[u64], p: f64) -> f64 {
     if sorted_micros.is_empty() {
         return 0.0;
     }
@@ -418,6 +421,7 @@ pub(super) fn cpu_seconds(pid: &str) -> Option<f64> {
 
 /// Peak resident memory of `pid` in MB, from /proc (Linux).
 pub(crate) fn peak_rss_mb(pid: u32) -> Option<f64> {
+pub(super) fn peak_rss_mb(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -430,6 +434,7 @@ pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
         BenchCommand::Continuity(args) => return super::bench_continuity::bench(args).await,
         BenchCommand::World(args) => return super::bench_world::bench_world(args).await,
         BenchCommand::Fill(args) => return super::bench_fill::fill(args).await,
+        BenchCommand::Orchestrator(args) => return super::bench_orchestrator::bench(args).await,
     };
     let noema = args.client.connect().await?;
     let mut seed = [0u8; 8];
@@ -445,7 +450,7 @@ pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
         OffsetDateTime::now_utc(),
     );
     let object_id = noema.put_canonical(anchor).await?.id;
-    let http = reqwest::Client::builder()
+    let http = noema_tools::tls::client_builder()
         .pool_max_idle_per_host(args.concurrency)
         .build()
         .map_err(|e| CommandError::Usage(e.to_string()))?;

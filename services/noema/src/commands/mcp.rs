@@ -50,8 +50,8 @@ pub async fn mcp(command: &McpCommand) -> Result<(), CommandError> {
 async fn list_tools(args: &ToolsArgs) -> Result<Vec<Value>, CommandError> {
     let url = format!("{}/v1/mcp", args.rest.trim_end_matches('/'));
     let token = args.client.token()?;
-    let http = reqwest::Client::new();
     let failed = |what: String| CommandError::Found(format!("{url}: {what}"));
+    let http = noema_tools::tls::client().map_err(|e| failed(e.to_string()))?;
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     // A server that never stops paging must not loop forever.

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod bench_continuity;
 mod bench_fill;
 pub mod bench_world;
+pub mod bench_orchestrator;
 pub mod connect;
 pub mod continuity;
 pub mod diary;
@@ -12,6 +13,7 @@ pub mod ledger;
 pub mod mcp;
 pub mod toys;
 pub mod world;
+pub mod orchestrator;
 
 use std::io::Write;
 

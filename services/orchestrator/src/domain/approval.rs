@@ -119,6 +119,9 @@ pub struct Context<'a> {
     pub recorded: &'a [Approval],
     /// Identity's answer: is the submitted key registered to `approval.approver`?
     pub key_registered_to_approver: bool,
+    /// Whether the policy makes an approval optional at the report's level (L1's
+    /// "optional single confirm"): such a request takes an approval without needing one.
+    pub approval_optional: bool,
     pub rules: &'a ApprovalRules,
     pub now: OffsetDateTime,
 }
@@ -127,7 +130,8 @@ pub struct Context<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
 pub enum Verdict {
-    /// Recorded; the request stays APPROVAL_PENDING until `execute`.
+    /// Recorded; the request stays APPROVAL_PENDING (or RISKED, where the approval was
+    /// optional) until `execute`.
     Approved {
         /// Distinct approvers with a valid approval, this one included.
         valid_approvers: u8,
@@ -140,7 +144,8 @@ pub enum Verdict {
 /// Checks a submitted approval before it is recorded.
 pub fn check_submission(sub: Submission<'_>, ctx: Context<'_>) -> Result<Verdict, ApprovalError> {
     let approval = sub.approval;
-    if !ctx.report.requires_approval || ctx.report.forbidden {
+    let awaited = ctx.report.requires_approval || ctx.approval_optional;
+    if !awaited || ctx.report.forbidden {
         return Err(ApprovalError::NotRequired {
             request_id: ctx.request_id.to_owned(),
         });
@@ -468,6 +473,7 @@ mod tests {
                 report: &report,
                 recorded,
                 key_registered_to_approver: registered,
+                approval_optional: false,
                 rules: &rules,
                 now: NOW,
             },
@@ -798,24 +804,45 @@ mod tests {
         let plan = plan();
         let mut report = report(0);
         report.requires_approval = false;
+        report.risk_level = RiskLevel::L0;
         let rules = rules(ApprovalMode::Single);
-        let result = check_submission(
-            Submission {
-                approval: &signed.approval,
-                signature: &signed.signature,
-                public_key: &signed.public_key,
-            },
-            Context {
-                request_id: REQUEST,
-                plan: &plan,
-                report: &report,
-                recorded: &[],
-                key_registered_to_approver: true,
-                rules: &rules,
-                now: NOW,
-            },
-        );
+        let check_with = |report: &RiskReport, optional: bool| {
+            check_submission(
+                Submission {
+                    approval: &signed.approval,
+                    signature: &signed.signature,
+                    public_key: &signed.public_key,
+                },
+                Context {
+                    request_id: REQUEST,
+                    plan: &plan,
+                    report,
+                    recorded: &[],
+                    key_registered_to_approver: true,
+                    approval_optional: optional,
+                    rules: &rules,
+                    now: NOW,
+                },
+            )
+        };
+        let result = check_with(&report, false);
         assert!(matches!(result, Err(ApprovalError::NotRequired { .. })));
         assert_eq!(result.unwrap_err().check(), "not_required");
+
+        // L1's optional confirm: recorded, nothing required.
+        report.risk_level = RiskLevel::L1;
+        assert_eq!(
+            check_with(&report, true),
+            Ok(Verdict::Approved {
+                valid_approvers: 1,
+                required: 0
+            })
+        );
+        // A forbidden plan takes none, optional or not.
+        report.forbidden = true;
+        assert!(matches!(
+            check_with(&report, true),
+            Err(ApprovalError::NotRequired { .. })
+        ));
     }
 }

@@ -24,6 +24,12 @@ pub const SCHEMA_VERSION: &str = "0.1";
 #[error("object cannot be canonicalized: {0}")]
 pub struct ContentError(String);
 
+impl From<noema_core::jcs::JcsError> for ContentError {
+    fn from(err: noema_core::jcs::JcsError) -> Self {
+        ContentError(err.to_string())
+    }
+}
+
 /// What every object type shares: its schema, its id, and its content address.
 pub trait CanonicalObject: Serialize + DeserializeOwned {
     const SCHEMA: SchemaName;

@@ -73,8 +73,17 @@ impl Blocker {
 pub struct LatestEvaluation {
     pub request_id: String,
     pub eval_id: String,
-    pub gate_passed: bool,
+    /// `pass == true && score >= gate_min_score`: the gate without its regression term.
+    pub passed_minimum: bool,
+    /// The evaluator's flag or the server's finding against the baseline.
     pub regression: bool,
+}
+
+impl LatestEvaluation {
+    /// The whole gate (seed §7): passed, met the minimum, and no regression.
+    pub fn gate_passed(&self) -> bool {
+        self.passed_minimum && !self.regression
+    }
 }
 
 /// What the service found.
@@ -84,7 +93,8 @@ pub struct ReleaseFacts<'a> {
     pub schema_mismatches: Vec<String>,
     /// The loaded policy; `None` when it is not loaded.
     pub policy: Option<&'a RiskPolicy>,
-    /// Why the policy is not loaded, when it is not.
+    /// Why the policy (file) does not load: when none is loaded, or when the last reload
+    /// failed and the previous policy still runs.
     pub policy_error: Option<String>,
     /// Requests that ran without what their report required ([`approval_bypass`]).
     pub approval_bypasses: Vec<String>,
@@ -142,16 +152,14 @@ pub fn check_release(facts: &ReleaseFacts<'_>) -> ReleaseReport {
     }
     push(Blocker::SchemaVersionMismatch, schema);
 
+    // A policy file that no longer loads fails the item even while the last good policy
+    // still runs: the next start would refuse it.
     push(
         Blocker::RiskMatrixNotLoaded,
-        match facts.policy {
-            Some(_) => Vec::new(),
-            None => vec![
-                facts
-                    .policy_error
-                    .clone()
-                    .unwrap_or_else(|| "risk matrix not loaded: no policy".to_owned()),
-            ],
+        match (facts.policy, &facts.policy_error) {
+            (_, Some(error)) => vec![error.clone()],
+            (Some(_), None) => Vec::new(),
+            (None, None) => vec!["risk matrix not loaded: no policy".to_owned()],
         },
     );
     push(
@@ -172,9 +180,11 @@ pub fn check_release(facts: &ReleaseFacts<'_>) -> ReleaseReport {
                 match facts.latest_evaluations.get(&suite.name) {
                     None => gate.push(format!("required suite {} has no evaluation", suite.name)),
                     Some(latest) => {
-                        if !latest.gate_passed {
+                        // A regression is item 6's to name: item 5 is the gate's pass and
+                        // score terms, so each item can fail on its own.
+                        if !latest.passed_minimum {
                             gate.push(format!(
-                                "required suite {}: latest evaluation {} (request {}) failed the gate",
+                                "required suite {}: latest evaluation {} (request {}) failed the gate (pass or score)",
                                 suite.name, latest.eval_id, latest.request_id
                             ));
                         }
@@ -299,11 +309,11 @@ mod tests {
     use crate::domain::policy::ApprovalMode;
     use noema_core::content_id::ContentId;
 
-    fn latest(gate_passed: bool, regression: bool) -> LatestEvaluation {
+    fn latest(passed_minimum: bool, regression: bool) -> LatestEvaluation {
         LatestEvaluation {
             request_id: "req-9".into(),
             eval_id: "e-9".into(),
-            gate_passed,
+            passed_minimum,
             regression,
         }
     }
@@ -362,6 +372,13 @@ mod tests {
                 }),
             ),
             (
+                Blocker::RegressionSuiteFailed,
+                Box::new(|f| {
+                    f.latest_evaluations
+                        .insert("default".into(), latest(true, true));
+                }),
+            ),
+            (
                 Blocker::RollbackPathUnavailable,
                 Box::new(|f| f.rollback_gaps.push("request r failed".into())),
             ),
@@ -392,8 +409,25 @@ mod tests {
             ["risk matrix not loaded: policy file /x does not exist"]
         );
 
-        // A regression fails both the gate and the regression item.
+        // A policy file that stopped loading, while the last good policy runs: item 2 alone.
         let mut facts = healthy(&policy);
+        facts.policy_error = Some("risk matrix not loaded: field levels".into());
+        assert_eq!(
+            failing_items(&check_release(&facts)),
+            [Blocker::RiskMatrixNotLoaded]
+        );
+
+        // A regression alone fails the regression item alone; with a failed pass or
+        // score as well, both.
+        let mut facts = healthy(&policy);
+        facts
+            .latest_evaluations
+            .insert("default".into(), latest(true, true));
+        assert!(!facts.latest_evaluations["default"].gate_passed());
+        assert_eq!(
+            failing_items(&check_release(&facts)),
+            [Blocker::RegressionSuiteFailed]
+        );
         facts
             .latest_evaluations
             .insert("default".into(), latest(false, true));

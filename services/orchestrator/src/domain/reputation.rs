@@ -121,6 +121,39 @@ pub struct Screening {
     pub reason_codes: Vec<String>,
 }
 
+/// What screening needs to know about an evaluator's votes before this one (a store
+/// counts them; [`screen_vote`] counts them from a list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VoteHistory {
+    /// The evaluator's latest vote at or before this one, on anything.
+    pub last_vote_at: Option<OffsetDateTime>,
+    /// Its votes within the burst window ending at this vote (`at - window < v.at <= at`).
+    pub votes_in_window: usize,
+    /// Its votes on this vote's submission so far.
+    pub votes_on_submission: usize,
+}
+
+impl VoteHistory {
+    /// Counts `history` (any order; only votes at or before `at` count).
+    pub fn of(
+        history: &[PriorVote],
+        submission_id: &str,
+        at: OffsetDateTime,
+        params: &AntiAbuseParams,
+    ) -> VoteHistory {
+        let earlier: Vec<&PriorVote> = history.iter().filter(|v| v.at <= at).collect();
+        let window = seconds(params.burst_window_seconds);
+        VoteHistory {
+            last_vote_at: earlier.iter().map(|v| v.at).max(),
+            votes_in_window: earlier.iter().filter(|v| at - v.at < window).count(),
+            votes_on_submission: earlier
+                .iter()
+                .filter(|v| v.submission_id == submission_id)
+                .count(),
+        }
+    }
+}
+
 /// Screens a vote on `submission_id` at `at` against the same evaluator's earlier votes
 /// (`history`, any order; only votes at or before `at` count).
 pub fn screen_vote(
@@ -129,23 +162,30 @@ pub fn screen_vote(
     at: OffsetDateTime,
     params: &AntiAbuseParams,
 ) -> Screening {
-    let earlier: Vec<&PriorVote> = history.iter().filter(|v| v.at <= at).collect();
-    let mut reason_codes = Vec::new();
+    screen(
+        &VoteHistory::of(history, submission_id, at, params),
+        at,
+        params,
+    )
+}
 
+/// Screens a vote cast at `at` by an evaluator whose earlier votes `history` counts.
+pub fn screen(history: &VoteHistory, at: OffsetDateTime, params: &AntiAbuseParams) -> Screening {
+    let mut reason_codes = Vec::new();
     let cooldown = seconds(params.duplicate_vote_cooldown_seconds);
-    if cooldown > Duration::ZERO && earlier.iter().any(|v| at - v.at < cooldown) {
+    if cooldown > Duration::ZERO
+        && history
+            .last_vote_at
+            .is_some_and(|last| at - last < cooldown)
+    {
         reason_codes.push(codes::DUPLICATE_VOTE_COOLDOWN.to_owned());
     }
-    let on_submission = earlier
-        .iter()
-        .filter(|v| v.submission_id == submission_id)
-        .count();
-    if on_submission >= usize::try_from(params.max_votes_per_submission).unwrap_or(usize::MAX) {
+    if history.votes_on_submission
+        >= usize::try_from(params.max_votes_per_submission).unwrap_or(usize::MAX)
+    {
         reason_codes.push(codes::REPEATED_VOTE_SUPPRESSED.to_owned());
     }
-    let window = seconds(params.burst_window_seconds);
-    let in_window = earlier.iter().filter(|v| at - v.at < window).count() + 1;
-    if in_window > usize::try_from(params.burst_max_votes).unwrap_or(usize::MAX) {
+    if history.votes_in_window + 1 > usize::try_from(params.burst_max_votes).unwrap_or(usize::MAX) {
         reason_codes.push(codes::ANOMALOUS_BURST.to_owned());
     }
     Screening {
@@ -154,7 +194,8 @@ pub fn screen_vote(
     }
 }
 
-fn seconds(s: u64) -> Duration {
+/// The time `s` seconds long.
+pub fn seconds(s: u64) -> Duration {
     Duration::seconds(i64::try_from(s).unwrap_or(i64::MAX))
 }
 

@@ -124,7 +124,11 @@ fn more(count: usize) -> String {
 }
 
 impl ObjectError {
-    fn invalid(schema: SchemaName, field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn invalid(
+        schema: SchemaName,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
         ObjectError::Invalid {
             schema: schema.as_str(),
             errors: vec![FieldError {

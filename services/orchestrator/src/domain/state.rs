@@ -8,7 +8,10 @@
 //! other move is refused, so there is no RECEIVED → EXECUTED and no way around RISKED.
 //! The few moves that stay in place are deliberate: an approving Approval leaves a
 //! request in APPROVAL_PENDING until `execute`, and a traced request takes one
-//! evaluation after another until its reward is computed.
+//! evaluation after another until its reward is computed. A RISKED request whose level
+//! makes an approval optional (L1's "optional single confirm", seed §4) may take one too:
+//! an approving one is recorded and leaves it RISKED (executable), a rejecting one
+//! blocks it.
 //!
 //! A request is created RECEIVED and planned in the same `POST /plan`; a `POST /risk`
 //! passes through RISKED and, in the same call, moves on to APPROVAL_PENDING when the
@@ -70,7 +73,7 @@ impl State {
     pub fn allowed_calls(self) -> &'static [Call] {
         match self {
             State::Planned => &[Call::Risk],
-            State::Risked => &[Call::Execute],
+            State::Risked => &[Call::Approve, Call::Execute],
             State::ApprovalPending => &[Call::Approve, Call::Execute],
             State::Blocked => &[Call::Execute],
             State::Traced => &[Call::Evaluate],
@@ -218,6 +221,8 @@ pub const TRANSITIONS: &[Transition] = {
             E::ApprovalRequested,
         ),
         t(Some(S::Risked), S::Blocked, C::Risk, E::Blocked),
+        t(Some(S::Risked), S::Risked, C::Approve, E::ApprovalRecorded),
+        t(Some(S::Risked), S::Blocked, C::Approve, E::ApprovalRejected),
         t(
             Some(S::ApprovalPending),
             S::ApprovalPending,
@@ -264,6 +269,7 @@ mod tests {
         (State::Received, State::Planned),
         (State::Planned, State::Risked),
         (State::Risked, State::ApprovalPending),
+        (State::Risked, State::Risked),
         (State::Risked, State::Executed),
         (State::Risked, State::Blocked),
         (State::ApprovalPending, State::ApprovalPending),
@@ -292,8 +298,8 @@ mod tests {
                 }
             }
         }
-        // 81 ordered pairs, 13 allowed.
-        assert_eq!(refused, 68);
+        // 81 ordered pairs, 14 allowed.
+        assert_eq!(refused, 67);
         // The seed's explicit prohibitions.
         assert!(!State::Received.can_move_to(State::Executed));
         assert!(!State::Planned.can_move_to(State::Executed));

@@ -89,7 +89,7 @@ impl SourceRegistry {
         llm: LlmDefaults,
         env: Arc<SourceEnv>,
     ) -> Result<SourceRegistry, reqwest::Error> {
-        let http = reqwest::Client::builder()
+        let http = noema_tools::tls::client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
         let mut factories: BTreeMap<String, Arc<dyn SourceFactory>> = BTreeMap::new();

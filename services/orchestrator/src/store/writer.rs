@@ -1,0 +1,483 @@
+//! Group commit: every write unit of a process goes through one writer task, which takes
+//! whatever units are waiting (up to [`MAX_BATCH`]) and applies them in one audited
+//! transaction — one audit-head lock, one multi-row insert per history table and one
+//! commit (one WAL fsync on SQLite) for the batch. Each caller is answered after the
+//! commit, so an acknowledged write is durable; 32 concurrent callers share a transaction
+//! instead of queueing for 32.
+//!
+//! Inside the transaction the units are applied in order, each after its expectations are
+//! checked (a later unit sees the earlier ones' writes), so a batch is exactly the units
+//! one after the other. A unit whose expectation fails writes nothing and is answered
+//! with its [`Rejection`]. If the batch fails for any other reason, its units are retried
+//! one by one, so one bad unit cannot fail its neighbours.
+
+use noema_store::Database;
+use noema_store::audit::AuditedTx;
+use noema_store::sql::{Builder, Engine, query};
+use sqlx::{Pool, Sqlite};
+use tokio::sync::{mpsc, oneshot};
+
+use super::StoreError;
+use super::rows::{EventRow, ObjectRow, RequestRow, VoteRow};
+
+use super::unit::{Expect, Rejection, SuiteUpdate, Unit};
+
+/// Most units in one transaction: bounds the time the write lock is held.
+const MAX_BATCH: usize = 256;
+/// Units waiting for the writer before callers wait to hand theirs over.
+const QUEUE: usize = 4 * MAX_BATCH;
+/// Rows per multi-row insert (well under both engines' bind limits).
+const ROWS_PER_INSERT: usize = 500;
+/// The writer connection's page cache on SQLite (32 MiB): a batch touches a page per
+/// random key in each index it writes.
+const WRITER_SQLITE_CACHE: &str = "PRAGMA cache_size = -32768";
+
+type Outcome = Result<(), Rejection>;
+
+struct Pending {
+    unit: Unit,
+    done: oneshot::Sender<Result<Outcome, StoreError>>,
+}
+
+/// The handle callers send units through; the task ends when every handle is dropped.
+#[derive(Debug, Clone)]
+pub(super) struct GroupWriter {
+    queue: mpsc::Sender<Pending>,
+}
+
+impl GroupWriter {
+    pub fn start(db: &Database) -> GroupWriter {
+        let (queue, incoming) = mpsc::channel(QUEUE);
+        match db {
+            Database::Sqlite(pool) => {
+                tokio::spawn(run(writer_pool(pool), incoming));
+            }
+            Database::Postgres(pool) => {
+                tokio::spawn(run(pool.clone(), incoming));
+            }
+        }
+        GroupWriter { queue }
+    }
+
+    /// Hands `unit` to the writer and waits for its commit.
+    pub async fn write(&self, unit: Unit) -> Result<Outcome, StoreError> {
+        let (done, answer) = oneshot::channel();
+        self.queue
+            .send(Pending { unit, done })
+            .await
+            .map_err(|_| StoreError::WriterGone)?;
+        answer.await.map_err(|_| StoreError::WriterGone)?
+    }
+}
+
+/// A pool of one connection of the writer's own on SQLite, so its page cache stays warm
+/// and no reader ever waits behind it for a pooled connection. A pool of one connection
+/// is a private in-memory database, which another connection would not see: that one is
+/// shared.
+fn writer_pool(pool: &Pool<Sqlite>) -> Pool<Sqlite> {
+    if pool.options().get_max_connections() <= 1 {
+        return pool.clone();
+    }
+    sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::query(WRITER_SQLITE_CACHE).execute(conn).await?;
+                Ok(())
+            })
+        })
+        .connect_lazy_with(pool.connect_options().as_ref().clone())
+}
+
+async fn run<D: Engine>(pool: Pool<D>, mut incoming: mpsc::Receiver<Pending>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while incoming.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let (units, replies): (Vec<Unit>, Vec<_>) =
+            batch.drain(..).map(|p| (p.unit, p.done)).unzip();
+        let outcomes = commit(&pool, &units).await;
+        tracing::debug!(units = units.len(), "group commit");
+        for (reply, outcome) in replies.into_iter().zip(outcomes) {
+            // A caller that went away still had its unit committed; nobody to tell.
+            let _ = reply.send(outcome);
+        }
+    }
+}
+
+/// Commits `units` as one group, answering each; a unit that fails alone does not fail
+/// the others.
+pub(super) async fn commit<D: Engine>(
+    pool: &Pool<D>,
+    units: &[Unit],
+) -> Vec<Result<Outcome, StoreError>> {
+    match apply(pool, units).await {
+        Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+        Err(err) if units.len() == 1 => vec![Err(err)],
+        Err(err) => {
+            tracing::warn!(units = units.len(), error = %noema_core::ErrorChain(&err), "group commit failed; retrying its units one by one");
+            let mut outcomes = Vec::with_capacity(units.len());
+            for unit in units {
+                outcomes.push(
+                    apply(pool, std::slice::from_ref(unit))
+                        .await
+                        .map(|mut o| o.pop().unwrap_or(Ok(()))),
+                );
+            }
+            outcomes
+        }
+    }
+}
+
+/// One transaction over `units`.
+async fn apply<D: Engine>(pool: &Pool<D>, units: &[Unit]) -> Result<Vec<Outcome>, StoreError> {
+    let mut tx = AuditedTx::begin(pool).await?;
+    let mut outcomes = Vec::with_capacity(units.len());
+    let mut events: Vec<&EventRow> = Vec::new();
+    let mut objects: Vec<&ObjectRow> = Vec::new();
+    let mut votes: Vec<&VoteRow> = Vec::new();
+    for unit in units {
+        if let Some(rejection) = check(&mut tx, &unit.expect).await? {
+            outcomes.push(Err(rejection));
+            continue;
+        }
+        write(&mut tx, unit).await?;
+        events.extend(&unit.events);
+        objects.extend(&unit.objects);
+        votes.extend(&unit.vote);
+        let at = unit.at.unwrap_or_else(time::OffsetDateTime::now_utc);
+        for draft in &unit.audit {
+            tx.record(draft.clone(), at);
+        }
+        outcomes.push(Ok(()));
+    }
+    insert_objects(&mut tx, &objects).await?;
+    insert_events(&mut tx, &events).await?;
+    insert_votes(&mut tx, &votes).await?;
+    tx.commit().await?;
+    Ok(outcomes)
+}
+
+/// The first expectation that does not hold, if any.
+async fn check<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    expect: &[Expect],
+) -> Result<Option<Rejection>, sqlx::Error> {
+    for e in expect {
+        let rejection = match e {
+            Expect::Request {
+                request_id,
+                version,
+            } => {
+                let row: Option<(i64,)> =
+                    query("SELECT version FROM requests WHERE request_id = $1")
+                        .bind(request_id)
+                        .fetch_optional(tx.conn())
+                        .await?;
+                (row.map_or(0, |r| r.0) != *version).then_some(Rejection::Moved)
+            }
+            Expect::Evaluator {
+                evaluator_id,
+                version,
+            } => {
+                let row: Option<(i64,)> =
+                    query("SELECT version FROM evaluators WHERE evaluator_id = $1")
+                        .bind(evaluator_id)
+                        .fetch_optional(tx.conn())
+                        .await?;
+                (row.map_or(0, |r| r.0) != *version).then_some(Rejection::Moved)
+            }
+            Expect::Reputation { actor_id, version } => {
+                let row: Option<(i64,)> =
+                    query("SELECT version FROM reputations WHERE actor_id = $1")
+                        .bind(actor_id)
+                        .fetch_optional(tx.conn())
+                        .await?;
+                (row.map_or(0, |r| r.0) != *version).then_some(Rejection::Moved)
+            }
+            Expect::SignatureUnused { signature } => {
+                let row: Option<(i64,)> =
+                    query("SELECT CAST(1 AS BIGINT) FROM approvals WHERE signature = $1")
+                        .bind(signature)
+                        .fetch_optional(tx.conn())
+                        .await?;
+                row.is_some().then_some(Rejection::SignatureUsed)
+            }
+            Expect::NotServed {
+                evaluator_id,
+                target_id,
+            } => {
+                let row: Option<(i64,)> = query(
+                    "SELECT CAST(1 AS BIGINT) FROM evaluation_items WHERE evaluator_id = $1 AND target_id = $2",
+                )
+                .bind(evaluator_id)
+                .bind(target_id)
+                .fetch_optional(tx.conn())
+                .await?;
+                row.is_some().then_some(Rejection::AlreadyServed)
+            }
+        };
+        if rejection.is_some() {
+            return Ok(rejection);
+        }
+    }
+    Ok(None)
+}
+
+/// The unit's row writes (its history rows are inserted with the batch's).
+async fn write<D: Engine>(tx: &mut AuditedTx<'_, D>, unit: &Unit) -> Result<(), sqlx::Error> {
+    if let Some(request) = &unit.request {
+        write_request(tx, &request.row, request.insert).await?;
+    }
+    if let Some(a) = &unit.approval {
+        query(
+            "INSERT INTO approvals (request_id, seq, approval_object, approval_id, approver, \
+             decision, signature, public_key, submitted_by, recorded_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(&a.request_id)
+        .bind(a.seq)
+        .bind(&a.approval_object)
+        .bind(&a.approval_id)
+        .bind(&a.approver)
+        .bind(&a.decision)
+        .bind(&a.signature)
+        .bind(&a.public_key)
+        .bind(&a.submitted_by)
+        .bind(a.recorded_at)
+        .execute(tx.conn())
+        .await?;
+    }
+    if let Some(e) = &unit.evaluator {
+        query(
+            "INSERT INTO evaluators (evaluator_id, version, votes, gold_attempts, gold_matches, \
+             consecutive_mismatches, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (evaluator_id) DO UPDATE SET version = excluded.version, \
+             votes = excluded.votes, gold_attempts = excluded.gold_attempts, \
+             gold_matches = excluded.gold_matches, \
+             consecutive_mismatches = excluded.consecutive_mismatches, \
+             updated_at = excluded.updated_at",
+        )
+        .bind(&e.evaluator_id)
+        .bind(e.version)
+        .bind(e.votes)
+        .bind(e.gold_attempts)
+        .bind(e.gold_matches)
+        .bind(e.consecutive_mismatches)
+        .bind(e.updated_at)
+        .execute(tx.conn())
+        .await?;
+    }
+    if let Some(r) = &unit.reputation {
+        query(
+            "INSERT INTO reputations (actor_id, version, rep, last_reward_id, updated_at) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (actor_id) DO UPDATE SET \
+             version = excluded.version, rep = excluded.rep, \
+             last_reward_id = excluded.last_reward_id, updated_at = excluded.updated_at",
+        )
+        .bind(&r.actor_id)
+        .bind(r.version)
+        .bind(r.rep)
+        .bind(&r.last_reward_id)
+        .bind(r.updated_at)
+        .execute(tx.conn())
+        .await?;
+    }
+    if let Some(s) = &unit.suite {
+        write_suite(tx, s, unit_time(unit)).await?;
+    }
+    if let Some(g) = &unit.gold_task {
+        query(
+            "INSERT INTO gold_tasks (gold_id, plan_object, risk_object, trace_object, \
+             answer_pass, min_score, max_score, created_by, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(&g.gold_id)
+        .bind(&g.plan_object)
+        .bind(&g.risk_object)
+        .bind(&g.trace_object)
+        .bind(g.answer_pass)
+        .bind(g.min_score)
+        .bind(g.max_score)
+        .bind(&g.created_by)
+        .bind(g.created_at)
+        .execute(tx.conn())
+        .await?;
+    }
+    if let Some(i) = &unit.item {
+        query(
+            "INSERT INTO evaluation_items (item_id, evaluator_id, target_id, gold, served_at) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(&i.item_id)
+        .bind(&i.evaluator_id)
+        .bind(&i.target_id)
+        .bind(i.gold)
+        .bind(i.served_at)
+        .execute(tx.conn())
+        .await?;
+    }
+    Ok(())
+}
+
+fn unit_time(unit: &Unit) -> i64 {
+    super::micros(unit.at.unwrap_or_else(time::OffsetDateTime::now_utc))
+}
+
+async fn write_request<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    r: &RequestRow,
+    insert: bool,
+) -> Result<(), sqlx::Error> {
+    let sql = if insert {
+        "INSERT INTO requests (request_id, state, actor, version, head_hash, plan_object, \
+         rollback_declared, risk_object, risk_level, forbidden, approvals_required, \
+         trace_object, trace_id, trace_status, reward_object, approval_count, \
+         evaluation_count, waiting_since, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+         $18, $19, $20)"
+    } else {
+        "UPDATE requests SET state = $2, actor = $3, version = $4, head_hash = $5, \
+         plan_object = $6, rollback_declared = $7, risk_object = $8, risk_level = $9, \
+         forbidden = $10, approvals_required = $11, trace_object = $12, trace_id = $13, \
+         trace_status = $14, reward_object = $15, approval_count = $16, \
+         evaluation_count = $17, waiting_since = $18, created_at = $19, updated_at = $20 \
+         WHERE request_id = $1"
+    };
+    query(sql)
+        .bind(&r.request_id)
+        .bind(&r.state)
+        .bind(&r.actor)
+        .bind(r.version)
+        .bind(&r.head_hash)
+        .bind(&r.plan_object)
+        .bind(r.rollback_declared)
+        .bind(&r.risk_object)
+        .bind(&r.risk_level)
+        .bind(r.forbidden)
+        .bind(r.approvals_required)
+        .bind(&r.trace_object)
+        .bind(&r.trace_id)
+        .bind(&r.trace_status)
+        .bind(&r.reward_object)
+        .bind(r.approval_count)
+        .bind(r.evaluation_count)
+        .bind(r.waiting_since)
+        .bind(r.created_at)
+        .bind(r.updated_at)
+        .execute(tx.conn())
+        .await?;
+    Ok(())
+}
+
+/// The suite's baseline rises to a passing score (never falls), and the evaluation
+/// becomes its latest: commutative in the baseline, last-committed-wins for the latest.
+async fn write_suite<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    s: &SuiteUpdate,
+    at: i64,
+) -> Result<(), sqlx::Error> {
+    query(
+        "INSERT INTO suites (suite, baseline, latest_request_id, latest_eval_id, \
+         latest_gate_passed, latest_passed_minimum, latest_regression, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (suite) DO UPDATE SET \
+         baseline = CASE WHEN excluded.baseline IS NULL THEN suites.baseline \
+                         WHEN suites.baseline IS NULL THEN excluded.baseline \
+                         WHEN excluded.baseline > suites.baseline THEN excluded.baseline \
+                         ELSE suites.baseline END, \
+         latest_request_id = excluded.latest_request_id, \
+         latest_eval_id = excluded.latest_eval_id, \
+         latest_gate_passed = excluded.latest_gate_passed, \
+         latest_passed_minimum = excluded.latest_passed_minimum, \
+         latest_regression = excluded.latest_regression, updated_at = excluded.updated_at",
+    )
+    .bind(&s.suite)
+    .bind(s.passing_score)
+    .bind(&s.request_id)
+    .bind(&s.eval_id)
+    .bind(s.gate_passed)
+    .bind(s.passed_minimum)
+    .bind(s.regression)
+    .bind(at)
+    .execute(tx.conn())
+    .await?;
+    Ok(())
+}
+
+/// Objects are content-addressed: the same bytes stored twice are one row.
+async fn insert_objects<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    objects: &[&ObjectRow],
+) -> Result<(), sqlx::Error> {
+    for chunk in objects.chunks(ROWS_PER_INSERT) {
+        let mut insert = Builder::<D>::new(
+            "INSERT INTO objects (content_id, object_type, object_id, schema_version, body, \
+             created_at) ",
+        );
+        insert
+            .push_values(chunk, |row, o| {
+                row.bind(&o.content_id)
+                    .bind(&o.object_type)
+                    .bind(&o.object_id)
+                    .bind(&o.schema_version)
+                    .bind(&o.body)
+                    .bind(o.created_at);
+            })
+            .push(" ON CONFLICT (content_id) DO NOTHING");
+        insert.build().execute(tx.conn()).await?;
+    }
+    Ok(())
+}
+
+async fn insert_events<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    events: &[&EventRow],
+) -> Result<(), sqlx::Error> {
+    for chunk in events.chunks(ROWS_PER_INSERT) {
+        let mut insert = Builder::<D>::new(
+            "INSERT INTO request_events (request_id, seq, event_type, prev_state, next_state, \
+             meta, ts, prev_hash, hash) ",
+        );
+        insert.push_values(chunk, |row, e| {
+            row.bind(&e.request_id)
+                .bind(e.seq)
+                .bind(&e.event_type)
+                .bind(&e.prev_state)
+                .bind(&e.next_state)
+                .bind(&e.meta)
+                .bind(&e.ts)
+                .bind(&e.prev_hash)
+                .bind(&e.hash);
+        });
+        insert.build().execute(tx.conn()).await?;
+    }
+    Ok(())
+}
+
+async fn insert_votes<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    votes: &[&VoteRow],
+) -> Result<(), sqlx::Error> {
+    for chunk in votes.chunks(ROWS_PER_INSERT) {
+        let mut insert = Builder::<D>::new(
+            "INSERT INTO votes (vote_id, target_id, gold, seq, evaluator_id, eval_object, suite, \
+             score, gate_passed, regression, suppressed, reason_codes, gold_matched, voted_at) ",
+        );
+        insert.push_values(chunk, |row, v| {
+            row.bind(&v.vote_id)
+                .bind(&v.target_id)
+                .bind(v.gold)
+                .bind(v.seq)
+                .bind(&v.evaluator_id)
+                .bind(&v.eval_object)
+                .bind(&v.suite)
+                .bind(v.score)
+                .bind(v.gate_passed)
+                .bind(v.regression)
+                .bind(v.suppressed)
+                .bind(&v.reason_codes)
+                .bind(v.gold_matched)
+                .bind(v.voted_at);
+        });
+        insert.build().execute(tx.conn()).await?;
+    }
+    Ok(())
+}
