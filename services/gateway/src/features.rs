@@ -115,3 +115,7 @@ pub const WORLD_TRACES: Feature = feature(
     "noema.world.traces",
     "Durable source-invocation and LLM-call traces of every attempted turn",
 );
+pub const ORCHESTRATOR_RUNTIME: Feature = feature(
+    "noema.orchestrator.governed_runtime",
+    "Governed requests: plan, risk, signed approval, execute, trace, evaluate, reward",
+);

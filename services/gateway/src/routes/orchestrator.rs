@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{ApiError, ErrorStyle};
+use crate::features;
 use crate::forward::{Caller, JsonBody, RawJson};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, Created, Creates};
@@ -865,45 +866,58 @@ pub fn routes() -> Vec<Route> {
     };
     vec![
         r.route(Verb::Post, "/plan", "plan", "Create a request from a Plan (RECEIVED → PLANNED)", plan)
-            .calls("Plan"),
+            .calls("Plan")
+            .tool("orchestrator.plan", "Create a governed request from a Plan")
+            .feature(features::ORCHESTRATOR_RUNTIME),
         changes(
             r.route(Verb::Post, "/risk", "risk", "Assess the plan under the risk policy (→ RISKED, then APPROVAL_PENDING or BLOCKED)", risk)
-                .calls("Risk"),
+                .calls("Risk")
+            .tool("orchestrator.risk", "Assess a request's plan under the risk policy"),
         ),
         changes(
             r.route(Verb::Post, "/approve", "approve", "Record an Approval signed by the approver's registered Ed25519 key", approve)
-                .calls("Approve"),
+                .calls("Approve")
+            .tool("orchestrator.approve", "Record a signed Approval of a request"),
         ),
         changes(
             r.route(Verb::Post, "/execute", "execute", "Run the allowlisted steps (or refuse): the ExecTrace, in state TRACED", execute)
-                .calls("Execute"),
+                .calls("Execute")
+            .tool("orchestrator.execute", "Execute an assessed (and approved) request")
+            .feature(features::ORCHESTRATOR_RUNTIME),
         ),
         r.route(Verb::Get, "/trace/{id}", "getTrace", "A trace, by trace id or request id", trace)
             .calls("GetTrace")
+            .tool("orchestrator.trace", "A request's execution trace")
             .status(UNKNOWN_REQUEST.0, UNKNOWN_REQUEST.1),
         changes(
             r.route(Verb::Post, "/evaluate", "evaluate", "Record an EvalResult through its suite's gate (→ EVALUATED)", evaluate)
-                .calls("Evaluate"),
+                .calls("Evaluate")
+            .tool("orchestrator.evaluate", "Record an evaluation of a traced request"),
         ),
         changes(
             r.route(Verb::Post, "/reward/update", "updateReward", "Compute the actor's RewardUpdate (→ REWARDED)", reward)
-                .calls("UpdateReward"),
+                .calls("UpdateReward")
+            .tool("orchestrator.reward", "Compute the actor's reward update"),
         ),
         r.route(Verb::Get, "/requests", "listRequests", "Requests, oldest first, by state", list_requests)
             .calls("ListRequests"),
         r.route(Verb::Get, "/requests/{id}", "getRequest", "A request: state, objects and events; from=events rebuilds it", get_request)
             .calls("GetRequest")
+            .tool("orchestrator.request", "A request: state, objects and events")
             .status(UNKNOWN_REQUEST.0, UNKNOWN_REQUEST.1),
         r.route(Verb::Get, "/requests/{id}/events", "listRequestEvents", "A request's hash-chained events, oldest first", list_events)
             .calls("ListEvents")
             .status(UNKNOWN_REQUEST.0, UNKNOWN_REQUEST.1),
         r.route(Verb::Get, "/approvals/pending", "listPendingApprovals", "Requests waiting for approval, and since when", pending)
-            .calls("ListPendingApprovals"),
+            .calls("ListPendingApprovals")
+            .tool("orchestrator.pending_approvals", "Requests waiting for approval"),
         r.route(Verb::Get, "/evaluations/next", "nextEvaluation", "The evaluator's next item: a real trace or a gold task", next_evaluation)
             .calls("NextEvaluation")
+            .tool("orchestrator.next_evaluation", "The evaluator's next item to evaluate")
             .status(404, "Nothing to evaluate"),
         r.route(Verb::Get, "/reputation/{actor_id}", "getReputation", "An actor's reputation", reputation)
-            .calls("GetReputation"),
+            .calls("GetReputation")
+            .tool("orchestrator.reputation", "An actor's reputation"),
         r.route(Verb::Get, "/release/check", "checkRelease", "The seven release blockers; ok: false names each failing item", release_check)
             .calls("CheckRelease"),
         r.route(Verb::Get, "/schemas", "listSchemas", "The served JSON Schemas", schemas)
