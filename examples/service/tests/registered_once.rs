@@ -181,7 +181,14 @@ async fn the_production_registry_knows_nothing_of_it() {
     let extended = noema_example_service::registry().unwrap();
     assert_eq!(
         extended.names(),
-        ["identity", "ledger", "continuity", "world", "example"]
+        [
+            "identity",
+            "ledger",
+            "continuity",
+            "orchestrator",
+            "world",
+            "example"
+        ]
     );
 
     let dir = tempfile::tempdir().unwrap();
@@ -208,7 +215,7 @@ async fn the_production_registry_knows_nothing_of_it() {
         .unwrap_err();
     assert!(
         err.to_string().contains(
-            "unknown service `example`; known services: identity, ledger, continuity, world"
+            "unknown service `example`; known services: identity, ledger, continuity, orchestrator, world"
         ),
         "{err}"
     );
@@ -339,8 +346,10 @@ fn the_command_line_lists_configures_and_migrates_it() {
     assert!(dump.contains("example = \"\""), "the endpoint: {dump}");
 
     let help = output(noema_example().args(["serve", "--help"]));
+    // clap wraps the list of possible values at the terminal width.
+    let unwrapped = help.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        help.contains("identity, ledger, continuity, world, example, gateway"),
+        unwrapped.contains("identity, ledger, continuity, orchestrator, world, example, gateway"),
         "{help}"
     );
 

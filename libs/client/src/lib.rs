@@ -11,8 +11,8 @@
 pub mod continuity;
 pub mod diary;
 pub mod ledger;
-pub mod world;
 pub mod orchestrator;
+pub mod world;
 
 use std::time::Duration;
 
@@ -27,8 +27,8 @@ pub mod pb {
     pub use noema_proto::continuity::v1 as continuity;
     pub use noema_proto::identity::v1 as identity;
     pub use noema_proto::ledger::v1 as ledger;
-    pub use noema_proto::world::v1 as world;
     pub use noema_proto::orchestrator::v1 as orchestrator;
+    pub use noema_proto::world::v1 as world;
 }
 
 pub use noema_core::keys::{PublicKey, Signature, SigningKeyPair};

@@ -491,7 +491,8 @@ async fn the_barrier_releases_callers_only_when_enough_wait_together() {
     let call = |body: Value| {
         let url = format!("{}/barrier", server.url());
         async move {
-            let response = noema_tools::tls::client().unwrap()
+            let response = noema_tools::tls::client()
+                .unwrap()
                 .post(url)
                 .json(&body)
                 .send()

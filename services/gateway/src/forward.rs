@@ -15,8 +15,8 @@ use noema_proto::continuity::v1::continuity_service_client::ContinuityServiceCli
 use noema_proto::identity::v1::diary_service_client::DiaryServiceClient;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
-use noema_proto::world::v1::world_service_client::WorldServiceClient;
 use noema_proto::orchestrator::v1::orchestrator_service_client::OrchestratorServiceClient;
+use noema_proto::world::v1::world_service_client::WorldServiceClient;
 use noema_runtime::auth::AuthError;
 use noema_runtime::client::TracedChannel;
 use schemars::JsonSchema;

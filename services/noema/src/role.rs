@@ -73,7 +73,14 @@ mod tests {
         let registry = crate::registry::builtin().unwrap();
         assert_eq!(
             Role::names(&registry),
-            ["identity", "ledger", "continuity", "orchestrator", "world", "gateway"]
+            [
+                "identity",
+                "ledger",
+                "continuity",
+                "orchestrator",
+                "world",
+                "gateway"
+            ]
         );
         assert_eq!(
             Role::parse(&registry, "ledger"),

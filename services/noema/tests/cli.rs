@@ -154,7 +154,10 @@ fn the_registry_decides_which_services_exist() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["identity", "ledger", "continuity", "orchestrator", "world"]);
+    assert_eq!(
+        names,
+        ["identity", "ledger", "continuity", "orchestrator", "world"]
+    );
     assert_eq!(services[1]["calls"], serde_json::json!(["identity"]));
     assert_eq!(services[0]["owner_token"], true);
 
@@ -695,7 +698,8 @@ async fn cli_mcp_tools_lists_what_the_token_may_call() {
         .unwrap()
         .trim()
         .to_owned();
-    let issued: serde_json::Value = noema_tools::tls::client().unwrap()
+    let issued: serde_json::Value = noema_tools::tls::client()
+        .unwrap()
         .post(format!("{}/v1/security/tokens/issue", running.rest))
         .bearer_auth(&owner)
         .json(&serde_json::json!({"peer_id": "mcp-reader", "scopes": ["ledger:read"]}))

@@ -460,7 +460,7 @@ pub fn routes() -> Vec<Route> {
             put_json_schema,
         )
         .calls("PutComponent")
-            .tool("world.json_schema_put", "Store a JSON Schema component"),
+        .tool("world.json_schema_put", "Store a JSON Schema component"),
         r.route(
             Verb::Get,
             "/json-schemas",
@@ -501,7 +501,10 @@ pub fn routes() -> Vec<Route> {
             put_response_source,
         )
         .calls("PutComponent")
-            .tool("world.response_source_put", "Store a response source component"),
+        .tool(
+            "world.response_source_put",
+            "Store a response source component",
+        ),
         r.route(
             Verb::Get,
             "/response-sources",
@@ -534,7 +537,7 @@ pub fn routes() -> Vec<Route> {
             put_cognition_workflow,
         )
         .calls("PutComponent")
-            .tool("world.workflow_put", "Store a cognition workflow component"),
+        .tool("world.workflow_put", "Store a cognition workflow component"),
         r.route(
             Verb::Get,
             "/cognition-workflows",
@@ -567,7 +570,7 @@ pub fn routes() -> Vec<Route> {
             put_cognition_profile,
         )
         .calls("PutComponent")
-            .tool("world.profile_put", "Store a cognition profile component"),
+        .tool("world.profile_put", "Store a cognition profile component"),
         r.route(
             Verb::Get,
             "/cognition-profiles",
@@ -600,7 +603,7 @@ pub fn routes() -> Vec<Route> {
             assemble_scenario,
         )
         .calls("AssembleScenario")
-            .tool("world.scenario_assemble", "Assemble and store a scenario")
+        .tool("world.scenario_assemble", "Assemble and store a scenario")
         .status(
             422,
             "The scenario does not assemble: every problem, the first one's path",
@@ -621,7 +624,7 @@ pub fn routes() -> Vec<Route> {
             get_scenario,
         )
         .calls("GetComponent")
-            .tool("world.scenario_get", "A scenario by hash"),
+        .tool("world.scenario_get", "A scenario by hash"),
         r.route(
             Verb::Get,
             "/scenarios/hash/{hash}/uses",
@@ -638,7 +641,10 @@ pub fn routes() -> Vec<Route> {
             fork_scenario,
         )
         .calls("ForkScenario")
-            .tool("world.scenario_fork", "Fork a scenario, or a world at a turn")
+        .tool(
+            "world.scenario_fork",
+            "Fork a scenario, or a world at a turn",
+        )
         .status(422, "The fork does not assemble"),
     ]
 }

@@ -33,6 +33,9 @@ pub enum BenchCommand {
     /// The world kernel in this process against the toys: its cost per subject per turn,
     /// and one turn of many subjects run concurrently against a slow LLM.
     World(super::bench_world::WorldBenchArgs),
+    /// Complete request lifecycles (plan → risk → execute of `noema.noop` → evaluate →
+    /// reward) at N clients, p99 per call, and the whole-store replay.
+    Orchestrator(super::bench_orchestrator::OrchestratorBenchArgs),
     /// Fill a stopped instance's data directory with canonical objects, straight through the
     /// ledger's store layer (pack store and database rows, as a put writes them), to measure
     /// `noema up` over a large data set. A development tool.
@@ -51,9 +54,6 @@ pub struct FillArgs {
     /// Payload size of each object (small JSON documents, padded).
     #[arg(long, default_value_t = 64)]
     pub payload_bytes: usize,
-    /// Complete request lifecycles (plan → risk → execute of `noema.noop` → evaluate →
-    /// reward) at N clients, p99 per call, and the whole-store replay.
-    Orchestrator(super::bench_orchestrator::OrchestratorBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -421,7 +421,6 @@ pub(super) fn cpu_seconds(pid: &str) -> Option<f64> {
 
 /// Peak resident memory of `pid` in MB, from /proc (Linux).
 pub(crate) fn peak_rss_mb(pid: u32) -> Option<f64> {
-pub(super) fn peak_rss_mb(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;

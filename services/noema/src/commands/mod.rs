@@ -4,16 +4,16 @@
 pub mod bench;
 pub mod bench_continuity;
 mod bench_fill;
-pub mod bench_world;
 pub mod bench_orchestrator;
+pub mod bench_world;
 pub mod connect;
 pub mod continuity;
 pub mod diary;
 pub mod ledger;
 pub mod mcp;
+pub mod orchestrator;
 pub mod toys;
 pub mod world;
-pub mod orchestrator;
 
 use std::io::Write;
 
