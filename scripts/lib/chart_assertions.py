@@ -688,8 +688,8 @@ def run_registry(registry_path: Path, values: dict, overlays: dict[str, list[dic
         ("a registered service missing from values and the overlay", registry + [extra], values, "example"),
         ("a service in values and the overlay but not registered", registry[1:], values, first),
         ("values naming an unregistered service", registry,
-         deep_merge(values, {"services": {"orchestrator": {"grpcService": "noema.orchestrator.v1.OrchestratorService"}}}),
-         "orchestrator"),
+         deep_merge(values, {"services": {"nosuch": {"grpcService": "noema.nosuch.v1.NoSuchService"}}}),
+         "nosuch"),
     ]
     for index, spec in enumerate(registry):
         changed = copy.deepcopy(registry)
