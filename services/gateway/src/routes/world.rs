@@ -636,58 +636,60 @@ pub fn routes() -> Vec<Route> {
     vec![
         r.route(Verb::Post, "/worlds", "createWorld", "Create a world at turn 0 from an assembled scenario", create_world)
             .calls("CreateWorld")
-            .tool("world.create", "Create a world at turn 0 from an assembled scenario")
+            .tool("create_world", "Create a world at turn 0 from an assembled scenario")
             .feature(features::WORLD_KERNEL)
             .status(409, "A world with this slug exists"),
         r.route(Verb::Get, "/worlds", "listWorlds", "Worlds by slug", list_worlds)
             .calls("ListWorlds")
-            .tool("world.list", "Worlds by slug"),
+            .tool("list_worlds", "Worlds by slug"),
         r.route(Verb::Get, "/worlds/{slug}", "getWorld", "A world: its current turn and state", get_world)
             .calls("GetWorld")
-            .tool("world.get", "A world: its current turn and state"),
+            .tool("get_world", "A world: its current turn and state"),
         r.route(Verb::Post, "/worlds/{slug}/turns", "runTurn", "Run one attempted turn: 201 committed, 502/422 failed, 409 when another attempt holds the lease", run_turn)
             .calls("RunTurn")
-            .tool("world.run_turn", "Run one attempted turn of a world")
+            .tool("run_turn", "Run one attempted turn of a world")
             .feature(features::WORLD_KERNEL)
             .status(409, "Another attempt holds the world's lease"),
         r.route(Verb::Get, "/worlds/{slug}/turns", "listTurns", "A world's committed turns, oldest first", list_turns)
-            .calls("ListTurns"),
+            .calls("ListTurns")
+            .tool("list_turns", "A world's committed turns"),
         r.route(Verb::Get, "/worlds/{slug}/turns/{turn}", "getTurn", "A committed turn: its record, hash and predecessor's hash", get_turn)
             .calls("GetTurn")
-            .tool("world.turn", "A committed turn and its hashes"),
+            .tool("get_turn", "A committed turn and its hashes"),
         r.route(Verb::Get, "/worlds/{slug}/turns/{turn}/state", "getTurnState", "The world's state at a committed turn", get_state)
             .calls("GetTurn")
-            .tool("world.turn_state", "The world state at a committed turn"),
+            .tool("get_turn_state", "The world state at a committed turn"),
         r.route(Verb::Get, "/worlds/{slug}/turns/{turn}/diff", "getTurnDiff", "What a turn changed: each patch's effects, and T(N-1) -> T(N) per entity and environment", get_diff)
             .calls("GetTurnDiff")
-            .tool("world.turn_diff", "What a committed turn changed"),
+            .tool("get_turn_diff", "What a committed turn changed"),
         r.route(Verb::Get, "/worlds/{slug}/verify", "verifyWorld", "Re-check a world's hash-chained history (and its ledger anchors)", verify_world)
             .calls("VerifyWorld")
-            .tool("world.verify", "Re-check a world's hash-chained history"),
+            .tool("verify_world", "Re-check a world's hash-chained history"),
         r.route(Verb::Get, "/worlds/{slug}/attempts", "listAttempts", "A world's attempts, newest first", list_attempts)
             .calls("ListAttempts"),
         r.route(Verb::Get, "/worlds/{slug}/events", "listEvents", "A world's events: one per accepted WorldPatch", list_events)
             .calls("ListEvents")
-            .tool("world.events", "A world's accepted WorldPatch events"),
+            .tool("list_world_events", "A world's accepted WorldPatch events"),
         r.route(Verb::Get, "/worlds/{slug}/entities/{entity_id}/history", "getEntityHistory", "An entity's state at turn 0 and every change since", entity_history)
             .calls("GetEntityHistory")
-            .tool("world.entity_history", "An entity's state at turn 0 and each change since"),
+            .tool("get_entity_history", "An entity's state at turn 0 and each change since"),
         r.route(Verb::Get, "/attempts/{attempt_id}", "getAttempt", "An attempt with its source invocation summary", get_attempt)
             .calls("GetAttempt")
-            .tool("world.attempt", "An attempt with its source invocation summary"),
+            .tool("get_attempt", "An attempt with its source invocation summary"),
         r.route(Verb::Get, "/attempts/{attempt_id}/source-invocations", "listAttemptSourceInvocations", "An attempt's source invocations, in invocation_seq order", attempt_invocations)
             .calls("ListSourceInvocations"),
         r.route(Verb::Get, "/source-invocations", "listSourceInvocations", "Source invocations, filtered", list_invocations)
-            .calls("ListSourceInvocations"),
+            .calls("ListSourceInvocations")
+            .tool("list_source_invocations", "Source invocations, filtered"),
         r.route(Verb::Get, "/source-invocations/{source_invocation_id}", "getSourceInvocation", "A source invocation: every field of the seed", get_invocation)
             .calls("GetSourceInvocation")
-            .tool("world.source_invocation", "A source invocation, every field")
+            .tool("get_source_invocation", "A source invocation, every field")
             .feature(features::WORLD_TRACES),
         r.route(Verb::Get, "/llm-calls", "listLlmCalls", "LLM calls (without chunks)", list_llm_calls)
             .calls("ListLlmCalls"),
         r.route(Verb::Get, "/llm-calls/{llm_call_id}", "getLlmCall", "An LLM call: request messages, streamed chunks, texts, tokens, errors, artifacts", get_llm_call)
             .calls("GetLlmCall")
-            .tool("world.llm_call", "An LLM call: messages, chunks, texts, tokens")
+            .tool("get_llm_call", "An LLM call: messages, chunks, texts, tokens")
             .feature(features::WORLD_TRACES),
     ]
 }

@@ -460,7 +460,7 @@ pub fn routes() -> Vec<Route> {
             put_json_schema,
         )
         .calls("PutComponent")
-        .tool("world.json_schema_put", "Store a JSON Schema component"),
+        .tool("put_json_schema", "Store a JSON Schema component"),
         r.route(
             Verb::Get,
             "/json-schemas",
@@ -476,7 +476,11 @@ pub fn routes() -> Vec<Route> {
             "The built-in WorldPatch schema: {hash, schema}",
             world_patch_schema,
         )
-        .calls("GetBuiltinComponent"),
+        .calls("GetBuiltinComponent")
+        .tool(
+            "get_world_patch_schema",
+            "The built-in WorldPatch JSON Schema",
+        ),
         r.route(
             Verb::Get,
             "/json-schemas/hash/{hash}",
@@ -484,7 +488,8 @@ pub fn routes() -> Vec<Route> {
             "A JSON Schema by hash",
             get_json_schema,
         )
-        .calls("GetComponent"),
+        .calls("GetComponent")
+        .tool("get_json_schema", "A JSON Schema component by hash"),
         r.route(
             Verb::Get,
             "/json-schemas/hash/{hash}/uses",
@@ -520,7 +525,8 @@ pub fn routes() -> Vec<Route> {
             "A response source by hash",
             get_response_source,
         )
-        .calls("GetComponent"),
+        .calls("GetComponent")
+        .tool("get_response_source", "A response source component by hash"),
         r.route(
             Verb::Get,
             "/response-sources/hash/{hash}/uses",
@@ -537,7 +543,10 @@ pub fn routes() -> Vec<Route> {
             put_cognition_workflow,
         )
         .calls("PutComponent")
-        .tool("world.workflow_put", "Store a cognition workflow component"),
+        .tool(
+            "put_cognition_workflow",
+            "Store a cognition workflow component",
+        ),
         r.route(
             Verb::Get,
             "/cognition-workflows",
@@ -553,7 +562,11 @@ pub fn routes() -> Vec<Route> {
             "A cognition workflow by hash",
             get_cognition_workflow,
         )
-        .calls("GetComponent"),
+        .calls("GetComponent")
+        .tool(
+            "get_cognition_workflow",
+            "A cognition workflow component by hash",
+        ),
         r.route(
             Verb::Get,
             "/cognition-workflows/hash/{hash}/uses",
@@ -570,7 +583,10 @@ pub fn routes() -> Vec<Route> {
             put_cognition_profile,
         )
         .calls("PutComponent")
-        .tool("world.profile_put", "Store a cognition profile component"),
+        .tool(
+            "put_cognition_profile",
+            "Store a cognition profile component",
+        ),
         r.route(
             Verb::Get,
             "/cognition-profiles",
@@ -586,7 +602,11 @@ pub fn routes() -> Vec<Route> {
             "A cognition profile by hash",
             get_cognition_profile,
         )
-        .calls("GetComponent"),
+        .calls("GetComponent")
+        .tool(
+            "get_cognition_profile",
+            "A cognition profile component by hash",
+        ),
         r.route(
             Verb::Get,
             "/cognition-profiles/hash/{hash}/uses",
@@ -603,7 +623,7 @@ pub fn routes() -> Vec<Route> {
             assemble_scenario,
         )
         .calls("AssembleScenario")
-        .tool("world.scenario_assemble", "Assemble and store a scenario")
+        .tool("assemble_scenario", "Assemble and store a scenario")
         .status(
             422,
             "The scenario does not assemble: every problem, the first one's path",
@@ -624,7 +644,7 @@ pub fn routes() -> Vec<Route> {
             get_scenario,
         )
         .calls("GetComponent")
-        .tool("world.scenario_get", "A scenario by hash"),
+        .tool("get_scenario", "A scenario by hash"),
         r.route(
             Verb::Get,
             "/scenarios/hash/{hash}/uses",
