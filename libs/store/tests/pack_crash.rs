@@ -1,5 +1,5 @@
-//! The `pack://` store killed with SIGKILL: a real child process (this test binary, run
-//! again as one ignored test) writes, overwrites and deletes objects — and compacts — while
+//! The `pack://` store killed with SIGKILL: a real child process (this test binary, running
+//! the same test again with the child's settings in its environment) writes, overwrites and deletes objects — and compacts — while
 //! it reports on stdout every operation it starts and every one it was told succeeded. The
 //! parent kills it mid-stream, reopens the directory and checks every key: an acknowledged
 //! write or delete is never lost, an unacknowledged one either happened whole or not at all,
@@ -39,15 +39,20 @@ fn key_of(writer: u64, n: u64) -> String {
     format!("k/{writer}/{:02}", n % KEYS_PER_WRITER)
 }
 
+/// In the child process (the parent set [`DIR_ENV`]): run the child's workload and never
+/// return. In the parent: nothing.
+async fn be_the_child_if_asked() {
+    if let Ok(dir) = std::env::var(DIR_ENV) {
+        let compacting = std::env::var(MODE_ENV).unwrap() == "compact";
+        let round: u64 = std::env::var(ROUND_ENV).unwrap().parse().unwrap();
+        crash_child(&dir, compacting, round).await;
+    }
+}
+
 /// The child: writers that each own their keys (so a key's operations are in order), and in
 /// `compact` mode a compactor running throughout. Never returns; the parent kills it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the child process of the kill -9 tests, which run it themselves"]
-async fn crash_child() {
-    let dir = std::env::var(DIR_ENV).expect("run by the kill -9 tests");
-    let compacting = std::env::var(MODE_ENV).unwrap() == "compact";
-    let round: u64 = std::env::var(ROUND_ENV).unwrap().parse().unwrap();
-    let store = Arc::new(PackObjectStore::open_with(&dir, OPTIONS).await.unwrap());
+async fn crash_child(dir: &str, compacting: bool, round: u64) {
+    let store = Arc::new(PackObjectStore::open_with(dir, OPTIONS).await.unwrap());
     let out = Arc::new(Mutex::new(std::io::stdout()));
     let say = {
         let out = out.clone();
@@ -113,6 +118,7 @@ fn parse_state(word: &str) -> State {
 /// Run one child until `kill_when` says so, SIGKILL it, and fold what it reported into
 /// `known`. Returns the child's count of records read on open.
 fn run_child(
+    test: &str,
     dir: &Path,
     mode: &str,
     round: u64,
@@ -120,7 +126,7 @@ fn run_child(
     mut kill_when: impl FnMut(&str) -> bool,
 ) -> u64 {
     let mut child: Child = Command::new(std::env::current_exe().unwrap())
-        .args(["crash_child", "--exact", "--ignored", "--nocapture"])
+        .args([test, "--exact", "--nocapture"])
         .env(DIR_ENV, dir)
         .env(MODE_ENV, mode)
         .env(ROUND_ENV, round.to_string())
@@ -255,17 +261,25 @@ fn jitter(round: u64, base: u64) -> u64 {
     base + (nanos ^ round.wrapping_mul(0x9E37_79B9)) % base
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_mid_write_loses_no_acknowledged_object() {
+    be_the_child_if_asked().await;
     let dir = tempfile::tempdir().unwrap();
     let mut known = BTreeMap::new();
     for round in 1..=3 {
         let target = jitter(round, 300);
         let mut done = 0;
-        let read_on_open = run_child(dir.path(), "write", round, &mut known, |line| {
-            done += u64::from(line.starts_with("done "));
-            done >= target
-        });
+        let read_on_open = run_child(
+            "a_kill_mid_write_loses_no_acknowledged_object",
+            dir.path(),
+            "write",
+            round,
+            &mut known,
+            |line| {
+                done += u64::from(line.starts_with("done "));
+                done >= target
+            },
+        );
         assert!(done >= 300);
         let recovered = recover(dir.path(), &mut known).await;
         assert!(recovered.live > 0);
@@ -284,8 +298,9 @@ async fn a_kill_mid_write_loses_no_acknowledged_object() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_mid_compaction_loses_no_acknowledged_object() {
+    be_the_child_if_asked().await;
     let dir = tempfile::tempdir().unwrap();
     let mut known = BTreeMap::new();
     let mut compactions = 0;
@@ -293,14 +308,21 @@ async fn a_kill_mid_compaction_loses_no_acknowledged_object() {
         let target = jitter(round, 3);
         let mut removing = 0;
         let mut writes = 0;
-        run_child(dir.path(), "compact", round, &mut known, |line| {
-            writes += u64::from(line.starts_with("done "));
-            if line.starts_with("compacted ") && !line.ends_with(" 0") {
-                removing += 1;
-            }
-            // Kill while the next compaction after `target` productive ones is running.
-            removing >= target && writes >= 200
-        });
+        run_child(
+            "a_kill_mid_compaction_loses_no_acknowledged_object",
+            dir.path(),
+            "compact",
+            round,
+            &mut known,
+            |line| {
+                writes += u64::from(line.starts_with("done "));
+                if line.starts_with("compacted ") && !line.ends_with(" 0") {
+                    removing += 1;
+                }
+                // Kill while the next compaction after `target` productive ones is running.
+                removing >= target && writes >= 200
+            },
+        );
         compactions += removing;
         recover(dir.path(), &mut known).await;
     }

@@ -31,39 +31,35 @@ const PUTS_IN_FLIGHT: usize = 1024;
 /// Rows per transaction (the group-commit writer's batch).
 const ROWS_PER_COMMIT: usize = 256;
 
-fn failed(what: &str, e: impl std::fmt::Display) -> CommandError {
-    CommandError::Found(format!("{what}: {e}"))
-}
-
 pub async fn fill(args: &FillArgs) -> Result<(), CommandError> {
-    let registry = crate::registry::builtin().map_err(|e| failed("registry", e))?;
+    let registry = crate::registry::builtin().map_err(|e| CommandError::found("registry", e))?;
     let config = ConfigLoader::new(&registry)
         .set("server.data_dir", args.data_dir.display().to_string())
         .load()
-        .map_err(|e| failed("configuration", e))?;
+        .map_err(|e| CommandError::found("configuration", e))?;
     let spec = registry
         .get("ledger")
-        .ok_or_else(|| failed("registry", "no ledger service"))?;
+        .ok_or_else(|| CommandError::found("registry", "no ledger service"))?;
     let db = Database::connect(&config.database_url(spec))
         .await
-        .map_err(|e| failed("ledger database", e))?;
+        .map_err(|e| CommandError::found("ledger database", e))?;
     db.migrate(spec.migrations)
         .await
-        .map_err(|e| failed("ledger migrations", e))?;
+        .map_err(|e| CommandError::found("ledger migrations", e))?;
     let url = config
         .object_store_url(spec)
-        .ok_or_else(|| failed("ledger", "no object store configured"))?;
+        .ok_or_else(|| CommandError::found("ledger", "no object store configured"))?;
     let objects = noema_store::object::open(&url)
         .await
-        .map_err(|e| failed("ledger object store", e))?;
+        .map_err(|e| CommandError::found("ledger object store", e))?;
     let store = LedgerStore::new(db);
     store
         .ensure_initialized()
         .await
-        .map_err(|e| failed("ledger", e))?;
+        .map_err(|e| CommandError::found("ledger", e))?;
 
     let mut seed = [0u8; 8];
-    getrandom::fill(&mut seed).map_err(|e| failed("random seed", e))?;
+    getrandom::fill(&mut seed).map_err(|e| CommandError::found("random seed", e))?;
     let run = u64::from_le_bytes(seed);
     let started = Instant::now();
     let mut last_report = Instant::now();
@@ -83,12 +79,12 @@ pub async fn fill(args: &FillArgs) -> Result<(), CommandError> {
                 .buffer_unordered(PUTS_IN_FLIGHT)
                 .try_collect::<Vec<()>>()
                 .await
-                .map_err(|e| failed("object store", e))
+                .map_err(|e| CommandError::found("object store", e))
         };
         let commit_rows = async {
             for chunk in rows.take().unwrap_or_default().chunks(ROWS_PER_COMMIT) {
                 for result in store.write_batch(chunk).await {
-                    result.map_err(|e| failed("ledger rows", e))?;
+                    result.map_err(|e| CommandError::found("ledger rows", e))?;
                 }
             }
             Ok::<_, CommandError>(())
@@ -142,7 +138,7 @@ fn prepare(
             metadata: None,
         };
         let (object, payload) =
-            canonical::validate(submission, now).map_err(|e| failed("validate", e))?;
+            canonical::validate(submission, now).map_err(|e| CommandError::found("validate", e))?;
         payloads.push((object.storage_path.clone(), Bytes::from(payload)));
         writes.push(Write::Canonical {
             object,

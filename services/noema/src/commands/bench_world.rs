@@ -52,10 +52,6 @@ pub struct WorldBenchArgs {
     pub database_url: Option<String>,
 }
 
-fn failed(what: &str, err: impl std::fmt::Display) -> CommandError {
-    CommandError::Found(format!("{what}: {err}"))
-}
-
 /// Every subject answers every turn with a patch that changes its own state.
 fn script(subjects: &[String], turns: usize, latency_ms: u64) -> Result<LlmScript, CommandError> {
     let scripts: Vec<Value> = subjects
@@ -74,7 +70,7 @@ fn script(subjects: &[String], turns: usize, latency_ms: u64) -> Result<LlmScrip
         })
         .collect();
     serde_json::from_value(json!({"latency_ms": latency_ms, "chunk_chars": 0, "scripts": scripts}))
-        .map_err(|e| failed("the generated script", e))
+        .map_err(|e| CommandError::found("the generated script", e))
 }
 
 /// The workflow: the toy weather before each subject's workflow, visible to it alone; one
@@ -172,21 +168,24 @@ async fn run_phase(
     let park = Park::new(ParkConfig::default());
     let addr = "127.0.0.1:0"
         .parse()
-        .map_err(|e| failed("the toys' address", e))?;
+        .map_err(|e| CommandError::found("the toys' address", e))?;
     let toys = serve_all(addr, &llm, &park)
         .await
-        .map_err(|e| failed("the toys", e))?;
-    let dir = tempfile_dir()?;
+        .map_err(|e| CommandError::found("the toys", e))?;
+    let dir = tempfile::Builder::new()
+        .prefix("noema-bench-world-")
+        .tempdir()
+        .map_err(|e| CommandError::found("a temporary directory", e))?;
     let url = match &args.database_url {
         Some(url) => url.clone(),
-        None => format!("sqlite://{}", dir.join("world.db").display()),
+        None => format!("sqlite://{}", dir.path().join("world.db").display()),
     };
     let db = Database::connect(&url)
         .await
-        .map_err(|e| failed("the database", e))?;
+        .map_err(|e| CommandError::found("the database", e))?;
     db.migrate(&MIGRATIONS)
         .await
-        .map_err(|e| failed("migrations", e))?;
+        .map_err(|e| CommandError::found("migrations", e))?;
     let mut options = WorldOptions::default();
     for name in PARK_URL_ENVS {
         options.source_env.insert(name.to_owned(), toys.url());
@@ -200,7 +199,7 @@ async fn run_phase(
     let world = WorldBuilder::new(db.clone(), options)
         .build()
         .await
-        .map_err(|e| failed("the world service", e))?;
+        .map_err(|e| CommandError::found("the world service", e))?;
     let slug = install(&world, subjects, phase.execution).await?;
 
     let caller = Caller::local("bench:world");
@@ -211,10 +210,10 @@ async fn run_phase(
         let outcome = world
             .run_turn(&slug, &caller)
             .await
-            .map_err(|e| failed("run_turn", e))?;
+            .map_err(|e| CommandError::found("run_turn", e))?;
         let elapsed = started.elapsed().as_secs_f64() * 1000.0;
         if let TurnResult::Failed(failure) = outcome.result {
-            return Err(failed("a benchmark turn failed", failure));
+            return Err(CommandError::found("a benchmark turn failed", failure));
         }
         wall_ms.push(elapsed);
         if let (Some(before), Some(after)) = (cpu_before, cpu_seconds("self")) {
@@ -224,7 +223,7 @@ async fn run_phase(
     drop(world);
     db.close().await;
     let _ = toys.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     #[allow(clippy::cast_precision_loss)]
     let n = subjects.len() as f64;
     let turn_ms = median(wall_ms);
@@ -244,17 +243,6 @@ fn round(value: f64) -> f64 {
     (value * 1000.0).round() / 1000.0
 }
 
-fn tempfile_dir() -> Result<std::path::PathBuf, CommandError> {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).map_err(|e| failed("randomness", e))?;
-    let dir = std::env::temp_dir().join(format!("noema-bench-world-{}", u64::from_le_bytes(bytes)));
-    std::fs::create_dir_all(&dir).map_err(|source| CommandError::File {
-        path: dir.display().to_string(),
-        source,
-    })?;
-    Ok(dir)
-}
-
 /// The park's weather and LLM sources, the generated workflow, a profile and a scenario of
 /// `subjects` agents; returns the world's slug.
 async fn install(
@@ -266,7 +254,7 @@ async fn install(
     let builtin = world
         .builtin_component(WORLD_PATCH_SCHEMA_NAME)
         .await
-        .map_err(|e| failed("the WorldPatch schema", e))?;
+        .map_err(|e| CommandError::found("the WorldPatch schema", e))?;
     let mut names = BTreeMap::from([(WORLD_PATCH_SCHEMA.to_owned(), builtin.hash.to_string())]);
     let wanted = [
         "weather-result-schema-hash",
@@ -276,15 +264,15 @@ async fn install(
     for component in PARK.iter().filter(|c| wanted.contains(&c.name)) {
         let document = component
             .document()
-            .map_err(|e| failed(component.name, e))?;
+            .map_err(|e| CommandError::found(component.name, e))?;
         let kind = ComponentKind::ALL
             .into_iter()
             .find(|k| k.as_str() == component.kind)
-            .ok_or_else(|| failed(component.name, "unknown kind"))?;
+            .ok_or_else(|| CommandError::found(component.name, "unknown kind"))?;
         let (hash, _) = world
             .put_component(kind, &substitute(&document, &names), &caller)
             .await
-            .map_err(|e| failed(component.name, e))?;
+            .map_err(|e| CommandError::found(component.name, e))?;
         names.insert(component.name.to_owned(), hash.to_string());
     }
     let put = |kind: ComponentKind, document: Value| {
@@ -295,7 +283,7 @@ async fn install(
                 .put_component(kind, &document, &caller)
                 .await
                 .map(|(hash, _)| hash)
-                .map_err(|e| failed(kind.as_str(), e))
+                .map_err(|e| CommandError::found(kind.as_str(), e))
         }
     };
     let workflow = put(
@@ -325,11 +313,11 @@ async fn install(
     let (scenario, _) = world
         .assemble_scenario(&scenario, &caller)
         .await
-        .map_err(|e| failed("the scenario", e))?;
+        .map_err(|e| CommandError::found("the scenario", e))?;
     let slug = "bench".to_owned();
     world
         .create_world(&slug, &scenario, &caller)
         .await
-        .map_err(|e| failed("the world", e))?;
+        .map_err(|e| CommandError::found("the world", e))?;
     Ok(slug)
 }

@@ -50,7 +50,7 @@ pub async fn mcp(command: &McpCommand) -> Result<(), CommandError> {
 async fn list_tools(args: &ToolsArgs) -> Result<Vec<Value>, CommandError> {
     let url = format!("{}/v1/mcp", args.rest.trim_end_matches('/'));
     let token = args.client.token()?;
-    let failed = |what: String| CommandError::Found(format!("{url}: {what}"));
+    let failed = |what: String| CommandError::found(&url, what);
     let http = noema_tools::tls::client().map_err(|e| failed(e.to_string()))?;
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;

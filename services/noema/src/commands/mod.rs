@@ -45,3 +45,10 @@ pub enum CommandError {
     #[error("{0}")]
     Found(String),
 }
+
+impl CommandError {
+    /// [`CommandError::Found`] saying what failed and why: `<what>: <why>`.
+    pub fn found(what: impl std::fmt::Display, why: impl std::fmt::Display) -> CommandError {
+        CommandError::Found(format!("{what}: {why}"))
+    }
+}

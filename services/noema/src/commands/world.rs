@@ -282,9 +282,9 @@ async fn park_demo(slug: &str, turns: u32, client: &ClientFlags) -> Result<(), C
     for component in PARK {
         let document = component
             .document()
-            .map_err(|e| CommandError::Found(format!("{}: {e}", component.name)))?;
+            .map_err(|e| CommandError::found(component.name, e))?;
         let bytes = serde_json::to_vec(&substitute(&document, &names))
-            .map_err(|e| CommandError::Found(format!("{}: {e}", component.name)))?;
+            .map_err(|e| CommandError::found(component.name, e))?;
         let (hash, _) = match kind(component.kind)? {
             ComponentKind::Scenario => sdk::assemble_scenario(&mut world, bytes).await?,
             kind => sdk::put_component(&mut world, kind, bytes).await?,
