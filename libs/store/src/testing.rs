@@ -8,6 +8,19 @@ use crate::redact::redact_url;
 /// Postgres limits identifiers to 63 bytes.
 const MAX_IDENTIFIER: usize = 63;
 
+/// How often `CREATE DATABASE` is tried when the server says the failure is passing.
+const CREATE_ATTEMPTS: u64 = 5;
+
+/// Failures a busy test server can give and later not give: the template database held by
+/// another session (class 55, e.g. an autovacuum worker on `template1`), exhausted resources
+/// (class 53) and a server still starting (57P03). Everything else fails at once.
+fn is_transient(error: &sqlx::Error) -> bool {
+    let Some(code) = error.as_database_error().and_then(|e| e.code()) else {
+        return false;
+    };
+    code.starts_with("55") || code.starts_with("53") || code == "57P03"
+}
+
 /// Create an empty database named `<prefix>_<random hex>` on the server of `admin_url` (a URL
 /// whose user may `CREATE DATABASE`, e.g. `postgres://postgres@127.0.0.1:5432/postgres`) and
 /// return the URL of the new database: `admin_url` with its database name replaced.
@@ -17,25 +30,39 @@ pub async fn create_test_database(admin_url: &str, prefix: &str) -> Result<Strin
     let (mut url, redacted) = parse_admin_url(admin_url)?;
     let name = database_name(prefix);
 
-    let mut admin = PgConnection::connect(admin_url)
-        .await
-        .map_err(|source| DbError::Connect {
-            backend: Backend::Postgres,
-            url_redacted: redacted.clone(),
-            source,
-        })?;
-    // `name` is made of [a-z0-9_] only, so quoting it is enough.
-    let created = sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\""))
-        .execute(&mut admin)
-        .await;
-    if let Err(e) = admin.close().await {
-        tracing::warn!(error = %e, "closing the admin connection failed");
+    let mut attempt = 1;
+    loop {
+        let mut admin =
+            PgConnection::connect(admin_url)
+                .await
+                .map_err(|source| DbError::Connect {
+                    backend: Backend::Postgres,
+                    url_redacted: redacted.clone(),
+                    source,
+                })?;
+        // `name` is made of [a-z0-9_] only, so quoting it is enough.
+        let created = sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\""))
+            .execute(&mut admin)
+            .await;
+        if let Err(e) = admin.close().await {
+            tracing::warn!(error = %e, "closing the admin connection failed");
+        }
+        match created {
+            Ok(_) => break,
+            Err(source) if attempt < CREATE_ATTEMPTS && is_transient(&source) => {
+                tracing::warn!(error = %source, attempt, "CREATE DATABASE failed; retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
+                attempt += 1;
+            }
+            Err(source) => {
+                return Err(DbError::Query {
+                    what: "CREATE DATABASE",
+                    backend: Backend::Postgres,
+                    source,
+                });
+            }
+        }
     }
-    created.map_err(|source| DbError::Query {
-        what: "CREATE DATABASE",
-        backend: Backend::Postgres,
-        source,
-    })?;
 
     url.set_path(&format!("/{name}"));
     tracing::debug!(database = %name, "created test database");

@@ -73,7 +73,8 @@ pub enum ClusterError {
          run the suite through scripts/test (or scripts/test --backends-only CMD)"
     )]
     MissingBackend(&'static str),
-    #[error("test database: {0}")]
+    // The server's own message is the part that says what to fix: show the whole chain.
+    #[error("test database: {}", cause_chain(.0))]
     Database(#[from] noema_store::DbError),
     #[error("config: {0}")]
     Config(#[from] noema_runtime::ConfigError),
@@ -116,6 +117,18 @@ pub struct TestCluster {
     config: NoemaConfig,
     shutdown: CancellationToken,
     data_dir: TempDir,
+}
+
+/// `error` and each of its sources, joined by ": ".
+fn cause_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 fn require_env(name: &'static str) -> Result<String, ClusterError> {
