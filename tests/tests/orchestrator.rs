@@ -5,7 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use noema_client::Code;
 use noema_client::pb::orchestrator as pb;
 use noema_core::Reason;
 use noema_e2e::governed::{
@@ -808,7 +807,6 @@ async fn an_optional_confirm_is_recorded_and_a_rejection_blocks(g: &Governed) {
     let f = failure(owner.approve(&ops.key, &ok, &id).await);
     assert_eq!(f.metadata["check"], "not_required");
     assert_eq!(f.code, noema_core::ErrorCode::FailedPrecondition);
-    let _ = Code::Ok;
 }
 
 /// POST `body` (JSON) to `path` as the owner: status and JSON answer.
