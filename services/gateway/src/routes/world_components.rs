@@ -194,6 +194,26 @@ impl Kind {
         }
     }
 
+    /// The kind a caller names (`json_schema`, `response_source`, `cognition_workflow`,
+    /// `cognition_profile` or `scenario`): the kind-generic routes take it as an argument.
+    pub fn parse(name: &str) -> Result<Kind, ApiError> {
+        [
+            Kind::JsonSchema,
+            Kind::ResponseSource,
+            Kind::CognitionWorkflow,
+            Kind::CognitionProfile,
+            Kind::Scenario,
+        ]
+        .into_iter()
+        .find(|kind| kind.name() == name)
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
+                "kind {name:?} is not a component kind (json_schema, response_source, \
+                 cognition_workflow, cognition_profile, scenario)"
+            ))
+        })
+    }
+
     fn proto(self) -> pb::ComponentKind {
         match self {
             Kind::JsonSchema => pb::ComponentKind::JsonSchema,
@@ -386,6 +406,33 @@ read_routes!(
 );
 read_routes!(Kind::Scenario, list_scenarios, get_scenario, scenario_uses);
 
+// The kind-generic routes (the seed's `get_component`, `list_components`, `list_uses_of`):
+// one tool each for every kind, the kind an argument.
+
+async fn list_components(
+    caller: Caller,
+    Path(kind): Path<String>,
+    RepeatedQuery(query): RepeatedQuery<PageQuery>,
+) -> Answer<ComponentList> {
+    list(&caller, Kind::parse(&kind)?, &query).await
+}
+
+async fn get_component(
+    caller: Caller,
+    Path((kind, hash)): Path<(String, String)>,
+    RepeatedQuery(query): RepeatedQuery<FormatQuery>,
+) -> Answer<ComponentBody> {
+    get(&caller, Kind::parse(&kind)?, hash, &query).await
+}
+
+async fn list_uses_of(
+    caller: Caller,
+    Path((kind, hash)): Path<(String, String)>,
+    RepeatedQuery(query): RepeatedQuery<FormatQuery>,
+) -> Answer<UsesBody> {
+    uses(&caller, Kind::parse(&kind)?, hash, &query).await
+}
+
 async fn world_patch_schema(
     caller: Caller,
     RepeatedQuery(query): RepeatedQuery<FormatQuery>,
@@ -507,7 +554,7 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("PutComponent")
         .tool(
-            "world.response_source_put",
+            "put_response_source",
             "Store a response source component",
         ),
         r.route(
@@ -662,9 +709,46 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("ForkScenario")
         .tool(
-            "world.scenario_fork",
+            "fork_scenario",
             "Fork a scenario, or a world at a turn",
         )
         .status(422, "The fork does not assemble"),
+        r.route(
+            Verb::Get,
+            "/components/{kind}",
+            "listComponents",
+            "Components of one kind (json_schema, response_source, cognition_workflow, \
+             cognition_profile, scenario), oldest first",
+            list_components,
+        )
+        .calls("ListComponents")
+        .tool(
+            "list_components",
+            "Components of one kind, oldest first (kind: json_schema|response_source|cognition_workflow|cognition_profile|scenario)",
+        ),
+        r.route(
+            Verb::Get,
+            "/components/{kind}/hash/{hash}",
+            "getComponent",
+            "A component of the given kind by hash",
+            get_component,
+        )
+        .calls("GetComponent")
+        .tool(
+            "get_component",
+            "A component by kind and hash (kind: json_schema|response_source|cognition_workflow|cognition_profile|scenario)",
+        ),
+        r.route(
+            Verb::Get,
+            "/components/{kind}/hash/{hash}/uses",
+            "listUsesOf",
+            "What references a component of the given kind",
+            list_uses_of,
+        )
+        .calls("ListComponentUses")
+        .tool(
+            "list_uses_of",
+            "What references a component, by kind and hash (kind: json_schema|response_source|cognition_workflow|cognition_profile|scenario)",
+        ),
     ]
 }
