@@ -196,16 +196,16 @@ async fn post_to(cluster: &TestCluster, rest_url: &str, path: &str, body: &Value
 }
 
 /// Declares each case once per shape and backend, as `cluster_cases!` does, each with its
-/// own toys playing the park script.
+/// own toys playing the case's LLM script, and the case's extra settings.
 macro_rules! park_cases {
-    ($($case:ident),* $(,)?) => {
-        park_cases!(@shape all_in_one_sqlite, Sqlite, AllInOne; $($case),*);
-        park_cases!(@shape split_sqlite, Sqlite, Split; $($case),*);
-        park_cases!(@shape all_in_one_postgres_s3, PostgresS3, AllInOne; $($case),*);
-        park_cases!(@shape split_postgres_s3, PostgresS3, Split; $($case),*);
-        park_cases!(@shape processes_postgres_s3, PostgresS3, Processes; $($case),*);
+    ($($case:ident => ($script:ident, $settings:ident)),* $(,)?) => {
+        park_cases!(@shape all_in_one_sqlite, Sqlite, AllInOne; $($case, $script, $settings);*);
+        park_cases!(@shape split_sqlite, Sqlite, Split; $($case, $script, $settings);*);
+        park_cases!(@shape all_in_one_postgres_s3, PostgresS3, AllInOne; $($case, $script, $settings);*);
+        park_cases!(@shape split_postgres_s3, PostgresS3, Split; $($case, $script, $settings);*);
+        park_cases!(@shape processes_postgres_s3, PostgresS3, Processes; $($case, $script, $settings);*);
     };
-    (@shape $module:ident, $backend:ident, $shape:ident; $($case:ident),*) => {
+    (@shape $module:ident, $backend:ident, $shape:ident; $($case:ident, $script:ident, $settings:ident);*) => {
         mod $module {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,8 +213,8 @@ macro_rules! park_cases {
                     let park = super::start(
                         noema_e2e::Backend::$backend,
                         noema_e2e::Shape::$shape,
-                        super::park_script(),
-                        &[],
+                        super::$script(),
+                        super::$settings,
                     )
                     .await;
                     super::$case(&park).await;
@@ -225,10 +225,21 @@ macro_rules! park_cases {
     };
 }
 
+/// No extra settings.
+const DEFAULTS: &[(&str, &str)] = &[];
+/// Each committed turn's hash anchored in the ledger.
+const ANCHORED: &[(&str, &str)] = &[("world.anchor", "true")];
+
 park_cases!(
-    the_park_runs_three_turns_through_the_api,
-    tampering_with_a_stored_turn_is_caught_by_verify,
-    a_source_that_answers_no_json_fails_the_turn_with_502,
+    the_park_runs_three_turns_through_the_api => (park_script, DEFAULTS),
+    tampering_with_a_stored_turn_is_caught_by_verify => (park_script, DEFAULTS),
+    a_source_that_answers_no_json_fails_the_turn_with_502 => (park_script, DEFAULTS),
+    available_tools_go_unused_through_the_api => (unused_tools_script, DEFAULTS),
+    two_agents_and_one_candy_bar_through_the_api => (one_candy_bar_script, DEFAULTS),
+    an_llm_only_workflow_commits_a_turn_through_the_api => (llm_only_script, DEFAULTS),
+    concurrent_subjects_commit_in_subject_order_through_the_api => (concurrent_script, DEFAULTS),
+    components_are_read_by_kind_through_mcp => (park_script, DEFAULTS),
+    anchored_turns_are_in_the_ledger => (park_script, ANCHORED),
 );
 
 /// Seed Phase I tests 1-3, 5 and 7 (smokes of Phase N) through REST: weather, PA and phone
@@ -691,4 +702,645 @@ async fn a_world_killed_mid_llm_call_resumes_from_the_last_committed_turn() {
     let verify = park.read("/worlds/killed/verify").await;
     assert_eq!(verify["ok"], json!(true), "{verify}");
     park.stop().await;
+}
+
+// --- the seed's other Phase I tests and Phase N smokes, and issue 19's gaps ---------------
+
+/// One of the seed's verbatim examples (kept with the world kernel's tests).
+fn seed(name: &str) -> Value {
+    let path = format!(
+        "{}/../services/world/tests/fixtures/seed/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A scripted model output: a final WorldPatch.
+fn final_patch(patch: Value) -> Value {
+    json!({"json": {"kind": "final_patch", "patch": patch}})
+}
+
+/// A scripted model output: `actor` calls `buy_candy`.
+fn buy_candy(actor: &str) -> Value {
+    json!({"json": {"kind": "tool_call", "tool_call": {"name": "buy_candy", "arguments": {
+        "actor_id": actor, "machine_id": "vending_machine", "button": "C"}}}})
+}
+
+fn set_state(entity_id: &str, state: &str) -> Value {
+    json!({"op": "set_entity_state", "entity_id": entity_id, "state": state})
+}
+
+/// Test 4 / smoke 2: both subjects answer with a final patch at once; Bob eats a candy bar
+/// from his pocket.
+fn unused_tools_script() -> Value {
+    json!({"scripts": [
+        {"subject": "ant", "outputs": [final_patch(seed("d9_world_patch_cooler"))]},
+        {"subject": "bob", "outputs": [final_patch(seed("example3_world_patch"))]}
+    ]})
+}
+
+/// Test 6: both subjects press the vending machine's button, then patch what they saw.
+fn one_candy_bar_script() -> Value {
+    json!({"scripts": [
+        {"subject": "ant", "outputs": [buy_candy("ant"), final_patch(json!({
+            "narration": "The ant gets a candy bar.",
+            "effects": [set_state("ant", "next to a candy bar"), set_state("vending_machine", "empty")]}))]},
+        {"subject": "bob", "outputs": [buy_candy("bob"), final_patch(seed("example2_world_patch"))]}
+    ]})
+}
+
+/// Smoke 1: the one agent's model answers with a final patch.
+fn llm_only_script() -> Value {
+    json!({"scripts": [{"subject": "bob", "outputs": [final_patch(json!({
+    "narration": "Bob stretches on the bench.",
+    "effects": [
+        set_state("bob", "stretching on a bench"),
+        {"op": "append_entity_memory", "entity_id": "bob", "content": "I stretched."}
+    ]}))]}]})
+}
+
+/// The subjects of the concurrent scenario, in entity-id byte order.
+const CONCURRENT_SUBJECTS: [&str; 4] = ["ant", "bob", "bob-2", "bob_2"];
+
+/// Item 8: the subjects answer in the reverse of their order (the first one last); `bob-2`'s
+/// first patch names an entity the world does not have, so its lane retries once.
+fn concurrent_script() -> Value {
+    let patch = |subject: &str| {
+        final_patch(json!({"narration": format!("{subject} acts."),
+            "effects": [set_state(subject, &format!("acted ({subject})"))]}))
+    };
+    let slow = |subject: &str, latency_ms: u64| {
+        let mut output = patch(subject);
+        output["latency_ms"] = json!(latency_ms);
+        output
+    };
+    json!({"scripts": [
+        {"subject": "ant", "outputs": [slow("ant", 900)]},
+        {"subject": "bob", "outputs": [slow("bob", 600)]},
+        {"subject": "bob-2", "outputs": [
+            final_patch(json!({"narration": "bob-2 waves at a ghost.",
+                "effects": [set_state("ghost", "waved at")]})),
+            slow("bob-2", 300)
+        ]},
+        {"subject": "bob_2", "outputs": [patch("bob_2")]}
+    ]})
+}
+
+/// How many of `invocations` are of each kind.
+fn kinds(invocations: &[Value]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for invocation in invocations {
+        *counts
+            .entry(invocation["invocation_kind"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    counts
+}
+
+fn by_seq(mut invocations: Vec<Value>) -> Vec<Value> {
+    invocations.sort_by_key(|i| {
+        (
+            i["attempted_turn"].as_u64().unwrap(),
+            i["invocation_seq"].as_u64().unwrap(),
+        )
+    });
+    invocations
+}
+
+fn patch_subjects(turn: &Value) -> Vec<(u64, String)> {
+    turn["record"]["patches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["patch_seq"].as_u64().unwrap(),
+                p["subject_entity_id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+impl ParkCluster {
+    /// Stores `workflow` and a cognition profile for it through REST, then assembles
+    /// `scenario` with every agent on that profile and creates the world `slug` from it.
+    async fn world_running(&self, slug: &str, workflow: &Value, mut scenario: Value) {
+        let (status, workflow) = self.post("/cognition-workflows", workflow).await;
+        assert!(status == 201 || status == 200, "{status} {workflow}");
+        let profile = json!({"workflow_ref": {"hash": workflow["hash"]}});
+        let (status, profile) = self.post("/cognition-profiles", &profile).await;
+        assert!(status == 201 || status == 200, "{status} {profile}");
+        for entity in scenario["entities"].as_array_mut().unwrap() {
+            if entity["kind"] == json!("agent") {
+                entity["cognition_profile_ref"] = json!({"hash": profile["hash"]});
+            }
+        }
+        let (status, assembled) = self.post("/scenarios", &scenario).await;
+        assert_eq!(status, 201, "{assembled}");
+        let body = json!({"slug": slug, "scenario_ref": {"hash": assembled["hash"]}});
+        let (status, world) = self.post("/worlds", &body).await;
+        assert_eq!(status, 201, "{world}");
+    }
+
+    /// A stored component's document.
+    async fn content(&self, collection: &str, hash: &str) -> Value {
+        self.read(&format!("/{collection}/hash/{hash}")).await["content"].clone()
+    }
+}
+
+/// Seed Phase I test 4 and Phase N smoke 2 (A12): Bob is offered the vending machine, the
+/// drinking fountain and send-text, has candy in his pockets and answers with a final
+/// WorldPatch: no tool invocation exists, no toy tool was called, ambient context ran
+/// anyway (the workflow's choice, not the model's), and the patch applied normally.
+async fn available_tools_go_unused_through_the_api(park: &ParkCluster) {
+    park.park_world("unused").await;
+    let committed = park.commit("unused").await;
+    assert_eq!(committed["turn"], json!(1));
+
+    let requests = park.llm.requests();
+    let offered: Vec<&noema_toys::llm::RecordedRequest> = requests
+        .iter()
+        .filter(|r| r.subject.as_deref() == Some("bob"))
+        .collect();
+    assert_eq!(offered.len(), 1);
+    for tool in ["buy_candy", "use_drinking_fountain", "send_text"] {
+        assert!(
+            offered[0].body.to_string().contains(tool),
+            "{tool} was not offered to Bob's model"
+        );
+    }
+    let tools = park
+        .all("/source-invocations?world_slug=unused&invocation_kind=model_elected_tool")
+        .await;
+    assert!(tools.is_empty(), "{tools:?}");
+    for path in ["/buy_candy", "/drinking_fountain", "/send"] {
+        assert!(park.park.calls(path).is_empty(), "{path} was called");
+    }
+    let all = park.all("/source-invocations?world_slug=unused").await;
+    assert_eq!(
+        kinds(&all),
+        BTreeMap::from([
+            ("ambient_context".to_owned(), 3),
+            ("llm_generation".to_owned(), 2)
+        ])
+    );
+    assert!(
+        all.iter()
+            .filter(|i| i["invocation_kind"] == json!("llm_generation"))
+            .all(|i| i["model_output_kind"] == json!("final_patch")
+                && i["status"] == json!("succeeded")),
+        "{all:?}"
+    );
+
+    let world = park.read("/worlds/unused").await;
+    assert_eq!(world["current_turn"], json!(1));
+    let entity = |id: &str| world["state"]["entities"][id]["state"].clone();
+    assert_eq!(entity("bob"), json!("eating a candy bar from his pocket"));
+    assert_eq!(entity("vending_machine"), json!("contains one candy bar"));
+    let turn = park.read("/worlds/unused/turns/1").await;
+    assert_eq!(
+        patch_subjects(&turn),
+        [(1, "ant".to_owned()), (2, "bob".to_owned())]
+    );
+    assert_eq!(
+        turn["record"]["patches"][1]["patch"],
+        seed("example3_world_patch")
+    );
+}
+
+/// Seed Phase I test 6: the ant and Bob both call `buy_candy` in one turn. The first call
+/// (the ant's: subjects run in entity-id order) gets `dispensed`, the second `empty`; both
+/// invocations are durable, each the child of its subject's generation, each result went
+/// back to its own model only, and the world changed only by the two final patches.
+async fn two_agents_and_one_candy_bar_through_the_api(park: &ParkCluster) {
+    park.park_world("candy").await;
+    let committed = park.commit("candy").await;
+    assert_eq!(committed["turn"], json!(1));
+
+    let tools = by_seq(
+        park.all("/source-invocations?world_slug=candy&invocation_kind=model_elected_tool")
+            .await,
+    );
+    let seen: Vec<(&Value, &Value, &Value, &Value)> = tools
+        .iter()
+        .map(|i| {
+            (
+                &i["workflow_subject_entity_id"],
+                &i["tool_name"],
+                &i["status"],
+                &i["response_json"]["status"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                &json!("ant"),
+                &json!("buy_candy"),
+                &json!("succeeded"),
+                &json!("dispensed")
+            ),
+            (
+                &json!("bob"),
+                &json!("buy_candy"),
+                &json!("succeeded"),
+                &json!("empty")
+            ),
+        ]
+    );
+    // The machine was really asked twice, with each model's arguments as the body.
+    let calls = park.park.calls("/buy_candy");
+    let actors: Vec<&Value> = calls.iter().map(|c| &c.body["actor_id"]).collect();
+    assert_eq!(actors, [&json!("ant"), &json!("bob")]);
+    for (tool, call) in tools.iter().zip(&calls) {
+        assert_eq!(tool["request_json"], call.body);
+        // Durable: the record reads back whole, and its parent is that subject's generation.
+        let id = tool["source_invocation_id"].as_str().unwrap();
+        assert_eq!(&park.read(&format!("/source-invocations/{id}")).await, tool);
+        let parent = park
+            .read(&format!(
+                "/source-invocations/{}",
+                tool["parent_source_invocation_id"].as_str().unwrap()
+            ))
+            .await;
+        assert_eq!(parent["invocation_kind"], json!("llm_generation"));
+        assert_eq!(parent["model_output_kind"], json!("tool_call"));
+        assert_eq!(
+            parent["workflow_subject_entity_id"],
+            tool["workflow_subject_entity_id"]
+        );
+    }
+    // Each result went back as context to the model that asked, and only to it.
+    let requests = park.llm.requests();
+    let saw = |subject: &str, message: &Value| {
+        let message = message.as_str().unwrap();
+        requests
+            .iter()
+            .filter(|r| r.subject.as_deref() == Some(subject))
+            .any(|r| r.body.to_string().contains(message))
+    };
+    assert!(saw("ant", &tools[0]["response_json"]["message"]));
+    assert!(saw("bob", &tools[1]["response_json"]["message"]));
+    assert!(!saw("ant", &tools[1]["response_json"]["message"]));
+    assert!(!saw("bob", &tools[0]["response_json"]["message"]));
+
+    // The world changed through the two final patches alone.
+    let world = park.read("/worlds/candy").await;
+    let entities = &world["state"]["entities"];
+    assert_eq!(entities["vending_machine"]["state"], json!("empty"));
+    assert_eq!(entities["ant"]["state"], json!("next to a candy bar"));
+    assert_eq!(
+        entities["bob"]["memory"],
+        json!("I tried the vending machine, but it was empty.")
+    );
+    let diff = park.read("/worlds/candy/turns/1/diff").await;
+    let changed: Vec<&String> = diff["entities"].as_object().unwrap().keys().collect();
+    assert_eq!(changed, ["ant", "bob", "vending_machine"]);
+    assert_eq!(park.all("/worlds/candy/events?turn=1").await.len(), 2);
+}
+
+/// Seed Phase N smoke 1: a scenario with one agent whose workflow is a single LLM node
+/// with no ambient sources and no tools: one generation, no source called, a final
+/// WorldPatch, and the turn commits.
+async fn an_llm_only_workflow_commits_a_turn_through_the_api(park: &ParkCluster) {
+    let names = park.install_park().await;
+    let workflow = park
+        .content("cognition-workflows", &names["simple-workflow-hash"])
+        .await;
+    assert_eq!(workflow["ambient_sources"], json!([]));
+    let scenario = json!({
+        "label": "bench",
+        "environments": [{"label": "park", "content": "A bench in a quiet park."}],
+        "entities": [{"id": "bob", "kind": "agent", "environment_label": "park",
+            "state": "sitting on the bench", "memory": ""}]
+    });
+    park.world_running("bench", &workflow, scenario).await;
+    let committed = park.commit("bench").await;
+    assert_eq!(committed["turn"], json!(1));
+
+    let all = park.all("/source-invocations?world_slug=bench").await;
+    assert_eq!(all.len(), 1, "{all:?}");
+    let generation = &all[0];
+    assert_eq!(generation["invocation_kind"], json!("llm_generation"));
+    assert_eq!(generation["status"], json!("succeeded"));
+    assert_eq!(generation["model_output_kind"], json!("final_patch"));
+    assert_eq!(generation["workflow_subject_entity_id"], json!("bob"));
+    assert!(park.park.log().is_empty(), "a toy source was called");
+    let requests = park.llm.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests[0].body["response_format"]["type"],
+        json!("json_schema")
+    );
+    let call = park
+        .read(&format!(
+            "/llm-calls/{}",
+            generation["llm_call_id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(call["status"], json!("succeeded"), "{call}");
+
+    let world = park.read("/worlds/bench").await;
+    assert_eq!(world["current_turn"], json!(1));
+    let bob = &world["state"]["entities"]["bob"];
+    assert_eq!(bob["state"], json!("stretching on a bench"));
+    assert_eq!(bob["memory"], json!("I stretched."));
+    let turn = park.read("/worlds/bench/turns/1").await;
+    assert_eq!(patch_subjects(&turn), [(1, "bob".to_owned())]);
+    let verify = park.read("/worlds/bench/verify").await;
+    assert_eq!(verify["ok"], json!(true), "{verify}");
+}
+
+/// Issue 19 item 8 through REST: a workflow authored `per_subject_concurrent`, four
+/// subjects. Before its generation each subject waits at a barrier that opens only when all
+/// four wait there together, so the turn commits only if they run at once; they answer in
+/// the reverse of their order, yet the patches are applied in entity-id byte order with
+/// `patch_seq` 1-4. `bob-2`'s first patch names an entity the world lacks: a model-content
+/// failure that goes back through its own retry lane (a second, traced LLM call) while the
+/// others go on.
+async fn concurrent_subjects_commit_in_subject_order_through_the_api(park: &ParkCluster) {
+    let names = park.install_park().await;
+    let barrier = json!({"version": 1, "label": "barrier", "interface": {"name": "http_json",
+        "method": "POST", "url_env": "CHUKWA_TOY_PA_URL", "path": "/barrier", "timeout_ms": 10000}});
+    let (status, barrier) = park.post("/response-sources", &barrier).await;
+    assert_eq!(status, 201, "{barrier}");
+    let mut workflow = park
+        .content("cognition-workflows", &names["park-workflow-hash"])
+        .await;
+    workflow["execution"] = json!("per_subject_concurrent");
+    workflow["ambient_sources"] = json!([{
+        "id": "meet", "source_ref": {"hash": barrier["hash"]}, "run": "before_subject_workflow",
+        "scope": "acting_subject", "visible_to": "acting_subject",
+        "request_template": {"name": {"$from": "/world/slug"}, "parties": 4, "timeout_ms": 5000},
+        "inject_as": "/ambient/meet"
+    }]);
+    // Listed out of order: the order of the turn is the ids' byte order, not the document's.
+    let agent = |id: &str| {
+        json!({"id": id, "kind": "agent", "environment_label": "park",
+            "state": "waiting", "memory": ""})
+    };
+    let scenario = json!({
+        "label": "crowd",
+        "environments": [{"label": "park", "content": "A crowded park."}],
+        "entities": [agent("bob_2"), agent("bob"), agent("bob-2"), agent("ant"),
+            {"id": "vending_machine", "kind": "prop", "environment_label": "park",
+             "state": "contains one candy bar"}]
+    });
+    park.world_running("crowd", &workflow, scenario).await;
+    let committed = park.commit("crowd").await;
+    assert_eq!(committed["turn"], json!(1));
+
+    let turn = park.read("/worlds/crowd/turns/1").await;
+    let expected: Vec<(u64, String)> = (1..)
+        .zip(CONCURRENT_SUBJECTS.iter().map(|s| (*s).to_owned()))
+        .collect();
+    assert_eq!(patch_subjects(&turn), expected);
+    let diff = park.read("/worlds/crowd/turns/1/diff").await;
+    let diffed: Vec<(u64, String)> = diff["patches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["patch_seq"].as_u64().unwrap(),
+                p["subject_entity_id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(diffed, expected);
+    let events = park.all("/worlds/crowd/events?turn=1").await;
+    assert_eq!(events.len(), 4);
+    let world = park.read("/worlds/crowd").await;
+    for subject in CONCURRENT_SUBJECTS {
+        assert_eq!(
+            world["state"]["entities"][subject]["state"],
+            json!(format!("acted ({subject})"))
+        );
+    }
+
+    // All four met at the barrier: they were in their workflows at the same time.
+    let all = by_seq(park.all("/source-invocations?world_slug=crowd").await);
+    let met: Vec<&Value> = all
+        .iter()
+        .filter(|i| i["ambient_source_id"] == json!("meet"))
+        .collect();
+    assert_eq!(met.len(), 4);
+    assert!(
+        met.iter()
+            .all(|i| i["status"] == json!("succeeded")
+                && i["response_json"]["released"] == json!(true)),
+        "{met:?}"
+    );
+    // bob-2's lane: attempt 1 failed on the unknown entity, attempt 2 accepted, each its
+    // own invocation and LLM call; the others needed one generation each.
+    let lane = |subject: &str| -> Vec<(u64, String)> {
+        all.iter()
+            .filter(|i| {
+                i["invocation_kind"] == json!("llm_generation")
+                    && i["workflow_subject_entity_id"] == json!(subject)
+            })
+            .map(|i| {
+                (
+                    i["logical_generation_attempt"].as_u64().unwrap(),
+                    i["status"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        lane("bob-2"),
+        [(1, "failed".to_owned()), (2, "succeeded".to_owned())]
+    );
+    for subject in ["ant", "bob", "bob_2"] {
+        assert_eq!(lane(subject), [(1, "succeeded".to_owned())], "{subject}");
+    }
+    let requests = park.llm.requests();
+    let second = requests
+        .iter()
+        .filter(|r| r.subject.as_deref() == Some("bob-2"))
+        .nth(1)
+        .unwrap();
+    assert!(
+        second.body.to_string().contains("ghost"),
+        "the retry carries the problem: {}",
+        second.body
+    );
+    assert_eq!(park.llm.remaining(), 0);
+}
+
+/// Issue 19 item 10 / seed Phase J: the kind-generic MCP tools. `get_component`,
+/// `list_components` and `list_uses_of` take the kind as an argument and answer what the
+/// kind's own REST routes answer; an unknown kind is a tool error.
+async fn components_are_read_by_kind_through_mcp(park: &ParkCluster) {
+    let names = park.install_park().await;
+    let body = json!({"slug": "listed", "scenario_ref": {"hash": names["park-scenario-hash"]}});
+    let (status, world) = park.post("/worlds", &body).await;
+    assert_eq!(status, 201, "{world}");
+
+    let listed = mcp(park, "tools/list", json!({})).await;
+    let mut tools = Vec::new();
+    let mut page = listed;
+    loop {
+        for tool in page["result"]["tools"].as_array().unwrap() {
+            tools.push(tool["name"].as_str().unwrap().to_owned());
+        }
+        match page["result"]["nextCursor"].as_str() {
+            Some(cursor) => page = mcp(park, "tools/list", json!({"cursor": cursor})).await,
+            None => break,
+        }
+    }
+    for name in [
+        "get_component",
+        "list_components",
+        "list_uses_of",
+        "put_response_source",
+    ] {
+        assert!(tools.iter().any(|t| t == name), "{name} is not listed");
+    }
+
+    let workflow = names["park-workflow-hash"].as_str();
+    let got = call_tool(
+        park,
+        "get_component",
+        json!({"kind": "cognition_workflow", "hash": workflow}),
+    )
+    .await;
+    assert_eq!(
+        got,
+        park.read(&format!("/cognition-workflows/hash/{workflow}"))
+            .await
+    );
+    assert_eq!(got["kind"], json!("cognition_workflow"));
+
+    let sources = call_tool(park, "list_components", json!({"kind": "response_source"})).await;
+    let hashes: Vec<&str> = sources["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["hash"].as_str().unwrap())
+        .collect();
+    let expected: Vec<&str> = PARK
+        .iter()
+        .filter(|c| c.kind == "response_source")
+        .map(|c| names[c.name].as_str())
+        .collect();
+    assert_eq!(hashes, expected);
+    assert_eq!(sources, park.read("/response-sources").await);
+
+    let weather = names["weather-result-schema-hash"].as_str();
+    let uses = call_tool(
+        park,
+        "list_uses_of",
+        json!({"kind": "json_schema", "hash": weather}),
+    )
+    .await;
+    assert_eq!(
+        uses,
+        park.read(&format!("/json-schemas/hash/{weather}/uses"))
+            .await
+    );
+    assert!(
+        uses["uses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["hash"] == json!(workflow)),
+        "{uses}"
+    );
+    let scenario = names["park-scenario-hash"].as_str();
+    let worlds = call_tool(
+        park,
+        "list_uses_of",
+        json!({"kind": "scenario", "hash": scenario}),
+    )
+    .await;
+    assert_eq!(worlds["uses"][0]["world_slug"], json!("listed"), "{worlds}");
+
+    // The kind is checked: an unknown one, or a hash asked under the wrong kind, fails.
+    for arguments in [
+        json!({"kind": "perceive_system", "hash": workflow}),
+        json!({"kind": "json_schema", "hash": workflow}),
+    ] {
+        let answer = mcp(
+            park,
+            "tools/call",
+            json!({"name": "get_component", "arguments": arguments}),
+        )
+        .await;
+        assert_eq!(answer["result"]["isError"], json!(true), "{answer}");
+    }
+    let (status, refused) = park.get("/components/perceive_system").await;
+    assert_eq!(status, 400, "{refused}");
+}
+
+/// A JSON-RPC request to the gateway's MCP endpoint, as the owner.
+async fn mcp(park: &ParkCluster, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let response = owner(&park.cluster)
+        .post(park.url("/v1/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    response.json().await.unwrap()
+}
+
+/// A tool call that must succeed: its structured content.
+async fn call_tool(park: &ParkCluster, name: &str, arguments: Value) -> Value {
+    let answer = mcp(
+        park,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+    )
+    .await;
+    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    answer["result"]["structuredContent"].clone()
+}
+
+/// Issue 19 item 2, `world.anchor = true`: every committed turn — turn 0 with the first
+/// commit — is anchored in the ledger, and the ledger's own API serves the anchor: a
+/// canonical object naming the world, the turn, its hash and its predecessor's hash.
+/// Verification checks each anchor against the ledger.
+async fn anchored_turns_are_in_the_ledger(park: &ParkCluster) {
+    park.park_world("anchored").await;
+    for turn in 1..=3u64 {
+        let committed = park.commit("anchored").await;
+        assert_eq!(committed["turn"], json!(turn));
+        assert!(committed.get("anchor_error").is_none(), "{committed}");
+        assert!(committed["anchor_id"].is_string(), "{committed}");
+    }
+    let turns = park.all("/worlds/anchored/turns").await;
+    assert_eq!(turns.len(), 4);
+    let mut anchors = Vec::new();
+    for turn in &turns {
+        let id = turn["anchor_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{turn}"));
+        let object = park.read(&format!("/canonicals/{id}")).await;
+        assert_eq!(object["created_by"], json!("world:anchored"), "{object}");
+        let payload = park.read(&format!("/canonicals/{id}/payload")).await;
+        assert_eq!(
+            payload,
+            json!({
+                "kind": "noema.world.turn",
+                "world_slug": "anchored",
+                "turn": turn["turn"],
+                "turn_hash": turn["hash"],
+                "previous_turn_hash": turn["previous_turn_hash"],
+            })
+        );
+        anchors.push(id.to_owned());
+    }
+    anchors.sort();
+    anchors.dedup();
+    assert_eq!(anchors.len(), 4);
+    let verify = park.read("/worlds/anchored/verify").await;
+    assert_eq!(
+        (&verify["ok"], &verify["anchors_checked"]),
+        (&json!(true), &json!(4)),
+        "{verify}"
+    );
 }
