@@ -1259,7 +1259,7 @@ async fn components_are_read_by_kind_through_mcp(park: &ParkCluster) {
 
     // The kind is checked: an unknown one, or a hash asked under the wrong kind, fails.
     for arguments in [
-        json!({"kind": "perceive_system", "hash": workflow}),
+        json!({"kind": "prompt_template", "hash": workflow}),
         json!({"kind": "json_schema", "hash": workflow}),
     ] {
         let answer = mcp(
@@ -1270,7 +1270,7 @@ async fn components_are_read_by_kind_through_mcp(park: &ParkCluster) {
         .await;
         assert_eq!(answer["result"]["isError"], json!(true), "{answer}");
     }
-    let (status, refused) = park.get("/components/perceive_system").await;
+    let (status, refused) = park.get("/components/prompt_template").await;
     assert_eq!(status, 400, "{refused}");
 }
 
