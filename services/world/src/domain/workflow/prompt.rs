@@ -95,6 +95,18 @@ pub fn check_prompt_text(text: &str) -> Vec<Problem> {
     }
 }
 
+/// Whether any message of `template` uses the placeholder `name`: a value no message uses
+/// need not be computed (the world projection is as large as the world, per subject).
+pub fn uses_placeholder(template: &PromptTemplate, name: &str) -> bool {
+    template.messages.iter().any(|message| {
+        pieces(&message.content).is_ok_and(|pieces| {
+            pieces
+                .iter()
+                .any(|piece| matches!(piece, Piece::Placeholder(used) if *used == name))
+        })
+    })
+}
+
 /// The messages of `template` with every placeholder filled in.
 pub fn render_prompt(
     template: &PromptTemplate,
@@ -131,6 +143,23 @@ pub fn render_prompt(
 mod tests {
     use super::*;
     use crate::domain::chat::ChatRole;
+
+    #[test]
+    fn a_placeholder_is_used_only_when_a_message_names_it() {
+        let template = PromptTemplate {
+            messages: vec![
+                ChatMessage::system("Act."),
+                ChatMessage::user("You: {{ subject.rendered }}; {{ambient.visible}}"),
+            ],
+        };
+        assert!(uses_placeholder(&template, "subject.rendered"));
+        assert!(uses_placeholder(&template, "ambient.visible"));
+        assert!(!uses_placeholder(&template, "world.projection"));
+        let with_world = PromptTemplate {
+            messages: vec![ChatMessage::user("World:\n{{world.projection}}")],
+        };
+        assert!(uses_placeholder(&with_world, "world.projection"));
+    }
 
     #[test]
     fn placeholders_are_filled_in() {

@@ -22,7 +22,7 @@ use crate::domain::problem::Problems;
 use crate::domain::source::invoke::{ChatRequest, GenerationObserver, resolve_model};
 use crate::domain::source::{LlmChatInterface, SourceRequest};
 use crate::domain::tool_loop::{Step, ToolLoop};
-use crate::domain::workflow::prompt::{PromptValues, render_prompt};
+use crate::domain::workflow::prompt::{PromptValues, render_prompt, uses_placeholder};
 use crate::domain::workflow::template::{format_time, render_template, template_context};
 use crate::domain::world::WorldState;
 use crate::ops::now;
@@ -114,8 +114,14 @@ pub(crate) async fn run(
         .get(&subject.workflow_hash)
         .cloned()
         .ok_or_else(|| internal("the node's contract was not compiled"))?;
+    // The projection is the whole world, rendered per subject: only when the prompt shows it.
+    let world_projection = if uses_placeholder(&node.prompt_template, "world.projection") {
+        pretty(&view.projection())
+    } else {
+        String::new()
+    };
     let values = PromptValues {
-        world_projection: pretty(&view.projection()),
+        world_projection,
         subject_rendered: pretty(&facts),
         ambient_visible: pretty(&ambient),
         tools_available: pretty(&contract.tools_available()),
