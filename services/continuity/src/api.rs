@@ -196,6 +196,82 @@ impl ContinuityService for ContinuityApi {
         ))
     }
 
+    async fn write_file(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .write_file(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn append_record(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .append_record(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn read_file(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .read_file(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn search(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .search(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn recent(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .recent(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn index_status(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(self.continuity.index_status(&caller).await?))
+    }
+
+    async fn rebuild_index(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(self.continuity.index_rebuild(&caller).await?))
+    }
+
     async fn history(
         &self,
         request: Request<pb::HistoryRequest>,

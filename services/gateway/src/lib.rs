@@ -123,6 +123,7 @@ pub fn route_table() -> Vec<route::Route> {
     routes.extend(routes::relations::routes());
     routes.extend(routes::chain::routes());
     routes.extend(routes::continuity::routes());
+    routes.extend(routes::memory::routes());
     routes.extend(mcp::routes());
     routes.extend(routes::discovery::routes());
     routes.extend(routes::help::routes());

@@ -168,6 +168,12 @@ pub enum ContinuityError {
     /// 409: an `idempotency_key` used before with another body.
     #[error("{0}")]
     IdempotencyConflict(String),
+    /// 503 with the original's detail (a journal append to another day's file).
+    #[error("{0}")]
+    Unavailable(String),
+    /// 413 with the original's detail (a write or append over the payload limit).
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 fn summary(errors: &[FieldError]) -> String {
@@ -237,6 +243,8 @@ impl ContinuityError {
             | ContinuityError::LockTimeout { .. }
             | ContinuityError::IdempotencyConflict(_) => 409,
             ContinuityError::Unhandled { .. } => 500,
+            ContinuityError::Unavailable(_) => 503,
+            ContinuityError::TooLarge(_) => 413,
         }
     }
 
@@ -251,6 +259,8 @@ impl ContinuityError {
             ContinuityError::Invalid(d)
             | ContinuityError::NotFound(d)
             | ContinuityError::IdempotencyConflict(d)
+            | ContinuityError::Unavailable(d)
+            | ContinuityError::TooLarge(d)
             | ContinuityError::Forbidden { detail: d, .. }
             | ContinuityError::Conflict { detail: d, .. } => {
                 body.insert("detail", Json::String(d.clone()));
@@ -297,6 +307,8 @@ impl ServiceError for ContinuityError {
             | ContinuityError::LockTimeout { .. }
             | ContinuityError::IdempotencyConflict(_) => ErrorCode::AlreadyExists,
             ContinuityError::Unhandled { .. } => ErrorCode::Internal,
+            ContinuityError::Unavailable(_) => ErrorCode::Unavailable,
+            ContinuityError::TooLarge(_) => ErrorCode::ResourceExhausted,
         }
     }
 

@@ -31,6 +31,7 @@
 //! | backup create / restore-test counts and validation | [`artifacts`] |
 //! | §13 scopes, namespaces; tenancy; §16's collection/single-item fix | [`access`] |
 //! | history: revisions chained by content id (Noema's addition) | [`revision`] |
+//! | memory files, their paths, appended lines, search descriptions and bodies | [`memory`] |
 //!
 //! Where the digest and the original's code differ, the code is followed (digest §15); each
 //! place says so where it matters.
@@ -42,6 +43,7 @@ pub mod error;
 pub mod json;
 pub mod lifecycle;
 pub mod listing;
+pub mod memory;
 pub mod model;
 pub mod normalize;
 pub mod patch;

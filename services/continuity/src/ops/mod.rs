@@ -7,6 +7,7 @@
 mod artifacts;
 mod capsules;
 mod cold;
+mod memory;
 mod plans;
 mod reads;
 mod tiers;

@@ -10,6 +10,7 @@
 //! named by the row, and the stub). Nothing here decides a rule: the operations layer reads,
 //! asks the domain, and hands the store a [`Write`].
 
+mod memory;
 mod reads;
 mod writer;
 mod writes;
@@ -18,6 +19,9 @@ use std::sync::{Arc, OnceLock};
 
 use noema_store::Database;
 
+pub use memory::{
+    HitQuery, HitRow, IndexState, MemoryChange, MemoryDocument, MemoryWrite, MemoryWritten,
+};
 pub use reads::{
     ArchiveRow, ArtifactScan, CapsuleRevision, ColdRow, HistoryRow, IdempotencyRecord, Pointers,
     SubjectRow,

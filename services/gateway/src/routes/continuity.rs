@@ -31,18 +31,18 @@ use crate::go_json::GoJson;
 use crate::reply::Answer;
 use crate::route::{OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb};
 
-const COGNIRELAY: Routes = Routes::new(
+pub(crate) const COGNIRELAY: Routes = Routes::new(
     "continuity",
     ErrorStyle::CogniRelay,
     "noema.continuity.v1.ContinuityService",
 );
 
 /// A CogniRelay request body, passed on as the caller's bytes.
-type Document = RawJson<Map<String, Value>>;
+pub(crate) type Document = RawJson<Map<String, Value>>;
 
 /// The service's JSON answer, sent byte for byte (CogniRelay writes compact JSON in its
 /// own key order, without a trailing newline).
-pub struct Original(Vec<u8>);
+pub struct Original(pub(crate) Vec<u8>);
 
 impl IntoResponse for Original {
     fn into_response(self) -> Response {
@@ -63,11 +63,11 @@ impl Reply for Original {
     }
 }
 
-type Passed = Result<Original, ApiError>;
+pub(crate) type Passed = Result<Original, ApiError>;
 
 /// The continuity client and `message` as a request carrying the caller's token and the
 /// tenant it names (`x-noema-tenant`, honoured for superusers only, by the service).
-fn call<T>(
+pub(crate) fn call<T>(
     caller: &Caller,
     message: T,
 ) -> (ContinuityServiceClient<TracedChannel>, tonic::Request<T>) {
@@ -81,7 +81,7 @@ fn call<T>(
     (caller.continuity(), request)
 }
 
-fn body(bytes: &Bytes) -> pb::JsonRequest {
+pub(crate) fn body(bytes: &Bytes) -> pb::JsonRequest {
     pb::JsonRequest {
         body: bytes.to_vec(),
     }

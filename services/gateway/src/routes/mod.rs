@@ -10,6 +10,7 @@ pub mod help;
 pub mod identity;
 pub mod ledger;
 pub mod ledger_objects;
+pub mod memory;
 pub mod moltnet;
 pub mod ops;
 pub mod orchestrator;

@@ -1,0 +1,32 @@
+-- Memory files (CogniRelay's /v1/write, /v1/append, /v1/read) and their full-text index,
+-- per tenant. A document is one repository path of the original (`memory/core/identity.md`,
+-- `memory/episodic/2026.jsonl`, `journal/…`); its index row is written in the same
+-- transaction as the document, so search never sees a stale index.
+
+CREATE TABLE IF NOT EXISTS memory_documents (
+    id              BIGSERIAL        PRIMARY KEY,
+    tenant          TEXT             NOT NULL,
+    path            TEXT             NOT NULL,
+    content         TEXT             NOT NULL,
+    revision_id     TEXT             NOT NULL,
+    doc_type        TEXT             NOT NULL,
+    size            BIGINT           NOT NULL,
+    importance      DOUBLE PRECISION,
+    tags            TEXT             NOT NULL,
+    snippet         TEXT             NOT NULL,
+    modified_at     TEXT             NOT NULL,
+    modified_micros BIGINT           NOT NULL,
+    UNIQUE (tenant, path)
+);
+CREATE INDEX IF NOT EXISTS memory_documents_recent_idx
+    ON memory_documents (tenant, modified_micros DESC, path);
+
+-- The index: one row per document (id = memory_documents.id; no foreign key, so a rebuild
+-- can find and drop rows left without a document), path and body as a tsvector.
+CREATE TABLE IF NOT EXISTS memory_search (
+    id     BIGINT   PRIMARY KEY,
+    tenant TEXT     NOT NULL,
+    terms  TSVECTOR NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memory_search_terms_idx ON memory_search USING GIN (terms);
+CREATE INDEX IF NOT EXISTS memory_search_tenant_idx ON memory_search (tenant);

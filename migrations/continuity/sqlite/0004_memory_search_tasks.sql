@@ -1,0 +1,30 @@
+-- Memory files (CogniRelay's /v1/write, /v1/append, /v1/read) and their full-text index,
+-- per tenant. A document is one repository path of the original (`memory/core/identity.md`,
+-- `memory/episodic/2026.jsonl`, `journal/…`); its index row is written in the same
+-- transaction as the document, so search never sees a stale index.
+
+CREATE TABLE IF NOT EXISTS memory_documents (
+    id              INTEGER PRIMARY KEY,
+    tenant          TEXT    NOT NULL,
+    path            TEXT    NOT NULL,
+    content         TEXT    NOT NULL,
+    revision_id     TEXT    NOT NULL,
+    doc_type        TEXT    NOT NULL,
+    size            INTEGER NOT NULL,
+    importance      REAL,
+    tags            TEXT    NOT NULL,
+    snippet         TEXT    NOT NULL,
+    modified_at     TEXT    NOT NULL,
+    modified_micros INTEGER NOT NULL,
+    UNIQUE (tenant, path)
+);
+CREATE INDEX IF NOT EXISTS memory_documents_recent_idx
+    ON memory_documents (tenant, modified_micros DESC, path);
+
+-- The index: one row per document (rowid = memory_documents.id), path and body tokenised.
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
+    tenant UNINDEXED,
+    path,
+    body,
+    tokenize = 'unicode61 remove_diacritics 2'
+);

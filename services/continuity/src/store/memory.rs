@@ -1,0 +1,525 @@
+//! Memory documents and their full-text index (migration 0004).
+//!
+//! A document is one path of a tenant (`memory/core/identity.md`, …) with its content, its
+//! revision id and what search shows of it (type, size, tags, importance, snippet, modified).
+//! Every write updates the document *and* its index row in one audited transaction, so search
+//! is never stale: FTS5 (`memory_fts`, rowid = document id) on SQLite, a `tsvector` row with a
+//! GIN index (`memory_search`) on Postgres. Both index the path (weighted higher) and the whole
+//! content with no stemming, so both engines find the same documents for the same terms.
+//! [`ContinuityStore::memory_rebuild_index`] is recovery: it rewrites index rows that are
+//! missing or do not match their document and drops rows without one.
+
+use noema_core::audit::AuditDraft;
+use noema_store::audit::AuditedTx;
+use noema_store::sql::{Builder, Engine, query};
+use noema_store::{Backend, with_pool};
+use time::OffsetDateTime;
+
+use super::ContinuityStore;
+use crate::domain::memory::{Description, RebuildCounts, describe, modified, revision_id};
+use crate::error::Error;
+
+/// A tenant's document.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct MemoryDocument {
+    pub path: String,
+    pub content: String,
+    pub revision_id: String,
+    pub doc_type: String,
+    pub size: i64,
+    pub importance: Option<f64>,
+    /// JSON list of the document's `#tags`.
+    pub tags: String,
+    pub snippet: String,
+    pub modified_at: String,
+    pub modified_micros: i64,
+}
+
+/// What a write does to a document's content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryChange {
+    /// The whole content (`/v1/write`); writing the same content again changes nothing.
+    Replace(String),
+    /// One line added at the end (`/v1/append`), the document created if missing.
+    Append(String),
+}
+
+/// One document write of a tenant, with its audit entry.
+#[derive(Debug, Clone)]
+pub struct MemoryWrite {
+    pub tenant: String,
+    /// The normalised path.
+    pub path: String,
+    pub change: MemoryChange,
+    pub at: OffsetDateTime,
+    pub audit: AuditDraft,
+}
+
+/// The document's revision after a write, and whether the write changed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryWritten {
+    pub revision_id: String,
+    pub committed: bool,
+}
+
+/// Which documents a search or recency listing returns.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HitQuery {
+    /// Search terms, any of which makes a hit (empty: a recency listing, no matching).
+    pub terms: Vec<String>,
+    /// Lowercased document types to keep (empty: all).
+    pub types: Vec<String>,
+    /// Oldest modification kept, microseconds since the epoch.
+    pub since_micros: Option<i64>,
+    /// Newest first instead of best match first.
+    pub by_recency: bool,
+    pub limit: i64,
+    /// Path namespaces the caller may read (`None`: all). A path is readable when it equals
+    /// a namespace or lies under it.
+    pub namespaces: Option<Vec<String>>,
+}
+
+/// A document as a hit: what search shows, and the engine's relevance (higher is better;
+/// 0 for recency listings).
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct HitRow {
+    pub path: String,
+    pub doc_type: String,
+    pub size: i64,
+    pub modified_at: String,
+    pub modified_micros: i64,
+    pub snippet: String,
+    pub tags: String,
+    pub importance: Option<f64>,
+    pub relevance: f64,
+}
+
+/// A tenant's index at a glance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexState {
+    pub file_count: i64,
+    /// `modified_at` and revision of the most recently changed document.
+    pub latest: Option<(String, String)>,
+}
+
+const DOCUMENT_COLUMNS: &str = "path, content, revision_id, doc_type, size, importance, tags, \
+     snippet, modified_at, modified_micros";
+const HIT_COLUMNS: &str = "d.path, d.doc_type, d.size, d.modified_at, d.modified_micros, \
+     d.snippet, d.tags, d.importance";
+
+/// Postgres: the document's index vector (path words weighted A, content B).
+const PG_TERMS: &str = "setweight(to_tsvector('simple', translate($3, '/._', '   ')), 'A') \
+     || setweight(to_tsvector('simple', $4), 'B')";
+
+impl ContinuityStore {
+    /// Writes one document and its index row in one audited transaction.
+    pub async fn memory_write(&self, write: MemoryWrite) -> Result<MemoryWritten, Error> {
+        let _turn = match self.database() {
+            noema_store::Database::Sqlite(_) => Some(self.sqlite_writer.lock().await),
+            noema_store::Database::Postgres(_) => None,
+        };
+        with_pool!(self.database(), |pool| {
+            let mut tx = AuditedTx::begin(pool).await?;
+            let written = put(&mut tx, &write).await?;
+            if written.committed {
+                tx.record(write.audit.clone(), write.at);
+                tx.commit().await?;
+            } else {
+                tx.rollback().await?;
+            }
+            Ok(written)
+        })
+    }
+
+    /// The tenant's document at `path` (normalised).
+    pub async fn memory_document(
+        &self,
+        tenant: &str,
+        path: &str,
+    ) -> Result<Option<MemoryDocument>, Error> {
+        let sql = format!(
+            "SELECT {DOCUMENT_COLUMNS} FROM memory_documents WHERE tenant = $1 AND path = $2"
+        );
+        Ok(with_pool!(self.database(), |pool| {
+            query(&sql)
+                .bind(tenant)
+                .bind(path)
+                .fetch_optional(pool)
+                .await?
+        }))
+    }
+
+    /// The tenant's documents at `root` or under it (`memory/core`: its core memory), by path.
+    pub async fn memory_documents_under(
+        &self,
+        tenant: &str,
+        root: &str,
+    ) -> Result<Vec<MemoryDocument>, Error> {
+        let root = root.trim_end_matches('/');
+        let prefix = format!("{root}/");
+        let sql = format!(
+            "SELECT {DOCUMENT_COLUMNS} FROM memory_documents WHERE tenant = $1 \
+             AND (path = $2 OR substr(path, 1, $3) = $4) ORDER BY path"
+        );
+        let len = i64::try_from(prefix.chars().count()).unwrap_or(i64::MAX);
+        Ok(with_pool!(self.database(), |pool| {
+            query(&sql)
+                .bind(tenant)
+                .bind(root)
+                .bind(len)
+                .bind(prefix.as_str())
+                .fetch_all(pool)
+                .await?
+        }))
+    }
+
+    /// The tenant's documents matching `q`: by relevance (then path) or newest first.
+    /// Without terms, the most recently modified documents.
+    pub async fn memory_hits(&self, tenant: &str, q: &HitQuery) -> Result<Vec<HitRow>, Error> {
+        Ok(with_pool!(self.database(), |pool| {
+            let mut b = hit_statement(pool_backend(pool), tenant, q);
+            b.build().fetch_all(pool).await?
+        }))
+    }
+
+    /// How many documents the tenant has and its latest change.
+    pub async fn memory_index_state(&self, tenant: &str) -> Result<IndexState, Error> {
+        let (count, latest): ((i64,), Option<(String, String)>) =
+            with_pool!(self.database(), |pool| {
+                let count = query("SELECT COUNT(*) FROM memory_documents WHERE tenant = $1")
+                    .bind(tenant)
+                    .fetch_one(pool)
+                    .await?;
+                let latest = query(
+                    "SELECT modified_at, revision_id FROM memory_documents WHERE tenant = $1 \
+                     ORDER BY modified_micros DESC, path ASC LIMIT 1",
+                )
+                .bind(tenant)
+                .fetch_optional(pool)
+                .await?;
+                (count, latest)
+            });
+        Ok(IndexState {
+            file_count: count.0,
+            latest,
+        })
+    }
+
+    /// Recovery: makes the tenant's index rows match its documents, in one audited
+    /// transaction.
+    pub async fn memory_rebuild_index(
+        &self,
+        tenant: &str,
+        audit: AuditDraft,
+        at: OffsetDateTime,
+    ) -> Result<RebuildCounts, Error> {
+        let _turn = match self.database() {
+            noema_store::Database::Sqlite(_) => Some(self.sqlite_writer.lock().await),
+            noema_store::Database::Postgres(_) => None,
+        };
+        with_pool!(self.database(), |pool| {
+            let mut tx = AuditedTx::begin(pool).await?;
+            let counts = rebuild(&mut tx, tenant).await?;
+            tx.record(audit, at);
+            tx.commit().await?;
+            Ok(counts)
+        })
+    }
+}
+
+/// The engine of a pool, for statements whose text differs.
+fn pool_backend<D: Engine>(_: &sqlx::Pool<D>) -> Backend {
+    D::BACKEND
+}
+
+/// The FTS5 query: each term a quoted string (no operator can be injected), any of them.
+fn fts_match(terms: &[String]) -> String {
+    terms
+        .iter()
+        .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}
+
+/// Each engine's relevance of a hit (higher is better).
+const SQLITE_RELEVANCE: &str = "-bm25(memory_fts, 0.0, 2.0, 1.0)";
+const PG_RELEVANCE: &str = "CAST(ts_rank(s.terms, q.q) AS DOUBLE PRECISION)";
+
+fn hit_statement<'a, D: Engine>(
+    backend: Backend,
+    tenant: &'a str,
+    q: &'a HitQuery,
+) -> Builder<'a, D> {
+    let searching = !q.terms.is_empty();
+    let relevance = match backend {
+        Backend::Sqlite => SQLITE_RELEVANCE,
+        Backend::Postgres => PG_RELEVANCE,
+    };
+    let mut b = match (searching, backend) {
+        (false, _) => {
+            let mut b = Builder::new(format!(
+                "SELECT {HIT_COLUMNS}, CAST(0.0 AS DOUBLE PRECISION) AS relevance \
+                 FROM memory_documents d WHERE d.tenant = "
+            ));
+            b.push_bind(tenant);
+            b
+        }
+        (true, Backend::Sqlite) => {
+            let mut b = Builder::new(format!(
+                "SELECT {HIT_COLUMNS}, {relevance} AS relevance \
+                 FROM memory_fts JOIN memory_documents d ON d.id = memory_fts.rowid \
+                 WHERE memory_fts MATCH "
+            ));
+            b.push_bind(fts_match(&q.terms));
+            b.push(" AND d.tenant = ");
+            b.push_bind(tenant);
+            b
+        }
+        (true, Backend::Postgres) => {
+            let mut b = Builder::new(format!(
+                "SELECT {HIT_COLUMNS}, {relevance} AS relevance \
+                 FROM memory_search s JOIN memory_documents d ON d.id = s.id, (SELECT "
+            ));
+            for (i, term) in q.terms.iter().enumerate() {
+                if i > 0 {
+                    b.push(" || ");
+                }
+                b.push("plainto_tsquery('simple', ");
+                b.push_bind(term.as_str());
+                b.push(")");
+            }
+            b.push(") AS q(q) WHERE s.terms @@ q.q AND s.tenant = ");
+            b.push_bind(tenant);
+            b.push(" AND d.tenant = ");
+            b.push_bind(tenant);
+            b
+        }
+    };
+    if let Some(since) = q.since_micros {
+        b.push(" AND d.modified_micros >= ");
+        b.push_bind(since);
+    }
+    if !q.types.is_empty() {
+        b.push(" AND lower(d.doc_type) IN ");
+        b.push_list(q.types.iter().map(String::as_str));
+    }
+    if let Some(namespaces) = &q.namespaces {
+        b.push(" AND (1 = 0");
+        for ns in namespaces {
+            let prefix = format!("{}/", ns.trim_end_matches('/'));
+            let len = i64::try_from(prefix.chars().count()).unwrap_or(i64::MAX);
+            b.push(" OR d.path = ");
+            b.push_bind(ns.as_str());
+            b.push(" OR substr(d.path, 1, ");
+            b.push_bind(len);
+            b.push(") = ");
+            b.push_bind(prefix);
+        }
+        b.push(")");
+    }
+    if q.by_recency || !searching {
+        b.push(" ORDER BY d.modified_micros DESC, d.path ASC");
+    } else {
+        b.push(format!(
+            " ORDER BY {relevance} + COALESCE(d.importance, 0) DESC, d.path ASC"
+        ));
+    }
+    b.push(" LIMIT ");
+    b.push_bind(q.limit);
+    b
+}
+
+async fn put<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    w: &MemoryWrite,
+) -> Result<MemoryWritten, Error> {
+    let current: Option<(i64, String, String)> = query(
+        "SELECT id, content, revision_id FROM memory_documents WHERE tenant = $1 AND path = $2",
+    )
+    .bind(w.tenant.as_str())
+    .bind(w.path.as_str())
+    .fetch_optional(tx.conn())
+    .await?;
+    let content = match (&w.change, &current) {
+        (MemoryChange::Replace(new), Some((_, old, revision))) if new == old => {
+            return Ok(MemoryWritten {
+                revision_id: revision.clone(),
+                committed: false,
+            });
+        }
+        (MemoryChange::Replace(new), _) => new.clone(),
+        (MemoryChange::Append(line), Some((_, old, _))) => format!("{old}{line}"),
+        (MemoryChange::Append(line), None) => line.clone(),
+    };
+    let Description {
+        doc_type,
+        importance,
+        tags,
+        snippet,
+        size,
+    } = describe(&w.path, &content);
+    let tags = serde_json::to_string(&tags).unwrap_or_else(|_| "[]".to_owned());
+    let revision = revision_id(
+        current.as_ref().map(|(_, _, r)| r.as_str()),
+        &w.path,
+        &content,
+    );
+    let (modified_at, micros) = modified(w.at);
+    let id: i64 = match &current {
+        Some((id, _, _)) => {
+            query(
+                "UPDATE memory_documents SET content = $1, revision_id = $2, doc_type = $3, \
+                 size = $4, importance = $5, tags = $6, snippet = $7, modified_at = $8, \
+                 modified_micros = $9 WHERE id = $10",
+            )
+            .bind(content.as_str())
+            .bind(revision.as_str())
+            .bind(doc_type.as_str())
+            .bind(size)
+            .bind(importance)
+            .bind(tags.as_str())
+            .bind(snippet.as_str())
+            .bind(modified_at.as_str())
+            .bind(micros)
+            .bind(*id)
+            .execute(tx.conn())
+            .await?;
+            *id
+        }
+        None => {
+            let (id,): (i64,) = query(
+                "INSERT INTO memory_documents (tenant, path, content, revision_id, doc_type, \
+                 size, importance, tags, snippet, modified_at, modified_micros) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
+            )
+            .bind(w.tenant.as_str())
+            .bind(w.path.as_str())
+            .bind(content.as_str())
+            .bind(revision.as_str())
+            .bind(doc_type.as_str())
+            .bind(size)
+            .bind(importance)
+            .bind(tags.as_str())
+            .bind(snippet.as_str())
+            .bind(modified_at.as_str())
+            .bind(micros)
+            .fetch_one(tx.conn())
+            .await?;
+            id
+        }
+    };
+    index(tx, id, &w.tenant, &w.path, &content).await?;
+    Ok(MemoryWritten {
+        revision_id: revision,
+        committed: true,
+    })
+}
+
+/// Writes document `id`'s index row.
+async fn index<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    id: i64,
+    tenant: &str,
+    path: &str,
+    content: &str,
+) -> Result<(), Error> {
+    match D::BACKEND {
+        Backend::Sqlite => {
+            query("DELETE FROM memory_fts WHERE rowid = $1")
+                .bind(id)
+                .execute(tx.conn())
+                .await?;
+            query("INSERT INTO memory_fts (rowid, tenant, path, body) VALUES ($1, $2, $3, $4)")
+                .bind(id)
+                .bind(tenant)
+                .bind(path)
+                .bind(content)
+                .execute(tx.conn())
+                .await?;
+        }
+        Backend::Postgres => {
+            let sql = format!(
+                "INSERT INTO memory_search (id, tenant, terms) VALUES ($1, $2, {PG_TERMS}) \
+                 ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, terms = excluded.terms"
+            );
+            query(&sql)
+                .bind(id)
+                .bind(tenant)
+                .bind(path)
+                .bind(content)
+                .execute(tx.conn())
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+async fn rebuild<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    tenant: &str,
+) -> Result<RebuildCounts, Error> {
+    let documents: Vec<(i64, String, String)> =
+        query("SELECT id, path, content FROM memory_documents WHERE tenant = $1 ORDER BY id")
+            .bind(tenant)
+            .fetch_all(tx.conn())
+            .await?;
+    let mut counts = RebuildCounts::default();
+    match D::BACKEND {
+        Backend::Sqlite => {
+            let rows: Vec<(i64, Option<String>, Option<String>)> =
+                query("SELECT rowid, path, body FROM memory_fts WHERE tenant = $1")
+                    .bind(tenant)
+                    .fetch_all(tx.conn())
+                    .await?;
+            let indexed: std::collections::HashMap<i64, (Option<String>, Option<String>)> = rows
+                .into_iter()
+                .map(|(id, path, body)| (id, (path, body)))
+                .collect();
+            for (id, path, content) in &documents {
+                match indexed.get(id) {
+                    Some((Some(p), Some(b))) if p == path && b == content => {
+                        counts.unchanged += 1;
+                    }
+                    _ => {
+                        index(tx, *id, tenant, path, content).await?;
+                        counts.changed += 1;
+                    }
+                }
+            }
+            let live: std::collections::HashSet<i64> =
+                documents.iter().map(|(id, _, _)| *id).collect();
+            for id in indexed.keys().filter(|id| !live.contains(id)) {
+                query("DELETE FROM memory_fts WHERE rowid = $1")
+                    .bind(*id)
+                    .execute(tx.conn())
+                    .await?;
+                counts.removed += 1;
+            }
+        }
+        Backend::Postgres => {
+            let sql = format!(
+                "SELECT d.id FROM memory_documents d LEFT JOIN memory_search s ON s.id = d.id \
+                 WHERE d.tenant = $1 AND (s.id IS NULL OR s.tenant <> d.tenant OR s.terms <> \
+                 ({}))",
+                PG_TERMS.replace("$3", "d.path").replace("$4", "d.content")
+            );
+            let stale: Vec<(i64,)> = query(&sql).bind(tenant).fetch_all(tx.conn()).await?;
+            for (id,) in &stale {
+                if let Some((_, path, content)) = documents.iter().find(|(d, _, _)| d == id) {
+                    index(tx, *id, tenant, path, content).await?;
+                }
+            }
+            counts.changed = i64::try_from(stale.len()).unwrap_or(i64::MAX);
+            counts.unchanged = i64::try_from(documents.len()).unwrap_or(i64::MAX) - counts.changed;
+            let removed = query(
+                "DELETE FROM memory_search s WHERE s.tenant = $1 AND NOT EXISTS \
+                 (SELECT 1 FROM memory_documents d WHERE d.id = s.id AND d.tenant = $1)",
+            )
+            .bind(tenant)
+            .execute(tx.conn())
+            .await?;
+            counts.removed = i64::try_from(removed).unwrap_or(i64::MAX);
+        }
+    }
+    Ok(counts)
+}
