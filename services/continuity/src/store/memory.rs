@@ -161,7 +161,7 @@ impl ContinuityStore {
             "SELECT {DOCUMENT_COLUMNS} FROM memory_documents WHERE tenant = $1 \
              AND (path = $2 OR substr(path, 1, $3) = $4) ORDER BY path"
         );
-        let len = i64::try_from(prefix.chars().count()).unwrap_or(i64::MAX);
+        let len = i32::try_from(prefix.chars().count()).unwrap_or(i32::MAX);
         Ok(with_pool!(self.database(), |pool| {
             query(&sql)
                 .bind(tenant)
@@ -300,14 +300,15 @@ fn hit_statement<'a, D: Engine>(
         b.push_bind(since);
     }
     if !q.types.is_empty() {
-        b.push(" AND lower(d.doc_type) IN ");
+        b.push(" AND lower(d.doc_type) IN (");
         b.push_list(q.types.iter().map(String::as_str));
+        b.push(")");
     }
     if let Some(namespaces) = &q.namespaces {
         b.push(" AND (1 = 0");
         for ns in namespaces {
             let prefix = format!("{}/", ns.trim_end_matches('/'));
-            let len = i64::try_from(prefix.chars().count()).unwrap_or(i64::MAX);
+            let len = i32::try_from(prefix.chars().count()).unwrap_or(i32::MAX);
             b.push(" OR d.path = ");
             b.push_bind(ns.as_str());
             b.push(" OR substr(d.path, 1, ");

@@ -1,0 +1,601 @@
+//! Memory files and search, store conformance through the operations layer: every case runs
+//! on SQLite and on Postgres (scripts/test provides them; a missing backend fails).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+
+use noema_continuity::store::HitQuery;
+use noema_store::sql::query;
+use noema_store::with_pool;
+use serde_json::{Value, json};
+use support::*;
+
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::support::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::support::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    write_read_append_keep_documents_and_revisions,
+    search_is_term_based_ranked_and_never_stale,
+    recent_lists_newest_first_with_filters,
+    rebuild_repairs_a_damaged_index,
+    tenants_and_namespaces_isolate_documents,
+    concurrent_appends_never_lose_a_line,
+);
+
+async fn write(
+    h: &Harness,
+    caller: &noema_continuity::domain::access::Caller,
+    path: &str,
+    content: &str,
+) -> Value {
+    parse(
+        &h.continuity
+            .write_file(caller, &body(json!({"path": path, "content": content})))
+            .await
+            .unwrap(),
+    )
+}
+
+async fn search(
+    h: &Harness,
+    caller: &noema_continuity::domain::access::Caller,
+    request: Value,
+) -> Value {
+    parse(&h.continuity.search(caller, &body(request)).await.unwrap())
+}
+
+fn paths(answer: &Value) -> Vec<String> {
+    answer["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn audit_actions(h: &Harness, action: &str) -> i64 {
+    let (n,): (i64,) = with_pool!(&h.db, |pool| {
+        query("SELECT COUNT(*) FROM audit_log WHERE action = $1")
+            .bind(action)
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    });
+    n
+}
+
+async fn write_read_append_keep_documents_and_revisions(backend: Backend) {
+    let h = harness(backend).await;
+    let a = agent("agent:a");
+    let first = write(
+        &h,
+        &a,
+        "memory/core/identity.md",
+        "# Identity\nI am #alpha.",
+    )
+    .await;
+    assert_eq!(first["ok"], true);
+    assert_eq!(first["path"], "memory/core/identity.md");
+    assert_eq!(first["committed"], true);
+    assert_eq!(first["durable"], true);
+    let revision = first["latest_commit"].as_str().unwrap().to_owned();
+    assert!(revision.starts_with("sha256:"), "{revision}");
+    // The same content again changes nothing and names the same revision.
+    let again = write(
+        &h,
+        &a,
+        "memory/./core/identity.md",
+        "# Identity\nI am #alpha.",
+    )
+    .await;
+    assert_eq!(again["committed"], false);
+    assert_eq!(again["path"], "memory/./core/identity.md");
+    assert_eq!(again["latest_commit"], revision.as_str());
+    let read = h
+        .continuity
+        .read_file(&a, &body(json!({"path": "memory/core/identity.md"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::str::from_utf8(&read).unwrap(),
+        r##"{"ok":true,"path":"memory/core/identity.md","content":"# Identity\nI am #alpha."}"##
+    );
+
+    // Appends: Python's json.dumps line per record, the document created by the first.
+    for record in [r#"{"b":1,"a":"héllo","c":[1,2.5]}"#, r#"{"b":2}"#] {
+        let answer = parse(
+            &h.continuity
+                .append_record(
+                    &a,
+                    format!(r#"{{"path":"memory/episodic/2026.jsonl","record":{record}}}"#)
+                        .as_bytes(),
+                )
+                .await
+                .unwrap(),
+        );
+        assert_eq!(answer["committed"], true);
+    }
+    let doc = h
+        .store
+        .memory_document("agent:a", "memory/episodic/2026.jsonl")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        doc.content,
+        "{\"b\": 1, \"a\": \"héllo\", \"c\": [1, 2.5]}\n{\"b\": 2}\n"
+    );
+    assert_eq!((doc.size, doc.doc_type.as_str()), (48, "memory"));
+
+    let missing = h
+        .continuity
+        .read_file(&a, &body(json!({"path": "memory/core/none.md"})))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(&missing),
+        (404, r#"{"detail":"File not found"}"#.to_owned())
+    );
+
+    // Core memory for context retrieval: the documents under memory/core, by path.
+    write(&h, &a, "memory/core/values.md", "Be kind.").await;
+    write(&h, &a, "memory/corex/other.md", "not core").await;
+    let core: Vec<String> = h
+        .store
+        .memory_documents_under("agent:a", "memory/core")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.path)
+        .collect();
+    assert_eq!(core, ["memory/core/identity.md", "memory/core/values.md"]);
+
+    // Every change is audited; an unchanged write is not a change.
+    assert_eq!(audit_actions(&h, "continuity.memory.write").await, 3);
+    assert_eq!(audit_actions(&h, "continuity.memory.append").await, 2);
+}
+
+async fn search_is_term_based_ranked_and_never_stale(backend: Backend) {
+    let h = harness(backend).await;
+    let a = agent("agent:a");
+    write(
+        &h,
+        &a,
+        "memory/core/both.md",
+        "The blue whales sing at dawn.",
+    )
+    .await;
+    write(
+        &h,
+        &a,
+        "journal/2026/one.md",
+        "Whales migrate; nothing else here.",
+    )
+    .await;
+    write(
+        &h,
+        &a,
+        "memory/summaries/week.md",
+        "---\ntype: summary\n---\nBlue skies over the bay.",
+    )
+    .await;
+    write(&h, &a, "memory/core/unrelated.md", "Dolphins only.").await;
+
+    // Any term matches; the document with both terms ranks first; no phrase needed.
+    let answer = search(&h, &a, json!({"query": "whales blue"})).await;
+    assert_eq!(answer["ok"], true);
+    assert_eq!(answer["query"], "whales blue");
+    assert_eq!(answer["sort_by"], "relevance");
+    assert_eq!(answer["count"], 3);
+    let found = paths(&answer);
+    assert_eq!(found[0], "memory/core/both.md");
+    assert!(found.contains(&"journal/2026/one.md".to_owned()));
+    assert!(found.contains(&"memory/summaries/week.md".to_owned()));
+    let first = &answer["results"][0];
+    let keys: Vec<&str> = first
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut expected = vec![
+        "importance",
+        "modified_at",
+        "path",
+        "score",
+        "size",
+        "snippet",
+        "tags",
+        "type",
+    ];
+    expected.sort_unstable();
+    assert_eq!(keys, expected);
+    let scores: Vec<f64> = answer["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["score"].as_f64().unwrap())
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    assert!(scores[0] > scores[2], "{scores:?}");
+
+    // Types filter, limit, recency order.
+    let summaries = search(
+        &h,
+        &a,
+        json!({"query": "blue", "include_types": ["SUMMARY"]}),
+    )
+    .await;
+    assert_eq!(paths(&summaries), ["memory/summaries/week.md"]);
+    assert_eq!(summaries["results"][0]["type"], "summary");
+    let one = search(&h, &a, json!({"query": "whales blue", "limit": 1})).await;
+    assert_eq!(paths(&one), ["memory/core/both.md"]);
+    let recent = search(&h, &a, json!({"query": "whales blue", "sort_by": "recent"})).await;
+    assert_eq!(
+        paths(&recent),
+        [
+            "memory/summaries/week.md",
+            "journal/2026/one.md",
+            "memory/core/both.md"
+        ]
+    );
+
+    // Written, then found at once; rewritten, the old words are gone at once.
+    write(
+        &h,
+        &a,
+        "memory/core/unrelated.md",
+        "Now about humpback whales.",
+    )
+    .await;
+    assert!(
+        paths(&search(&h, &a, json!({"query": "humpback"})).await)
+            .contains(&"memory/core/unrelated.md".to_owned())
+    );
+    assert!(paths(&search(&h, &a, json!({"query": "dolphins"})).await).is_empty());
+    // Appended lines are searchable too, beyond the snippet's first 240 characters.
+    let filler = "x".repeat(300);
+    write(
+        &h,
+        &a,
+        "memory/episodic/log.jsonl",
+        &format!("{{\"note\": \"{filler}\"}}\n"),
+    )
+    .await;
+    h.continuity
+        .append_record(
+            &a,
+            &body(json!({"path": "memory/episodic/log.jsonl", "record": {"note": "narwhal"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        paths(&search(&h, &a, json!({"query": "narwhal"})).await),
+        ["memory/episodic/log.jsonl"]
+    );
+    // A query without a term of two word characters finds nothing.
+    assert_eq!(search(&h, &a, json!({"query": "a ! ?"})).await["count"], 0);
+
+    // The plain store function the context retrieval uses.
+    let hits = h
+        .store
+        .memory_hits(
+            "agent:a",
+            &HitQuery {
+                terms: vec!["whales".into()],
+                limit: 10,
+                ..HitQuery::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 3);
+}
+
+async fn recent_lists_newest_first_with_filters(backend: Backend) {
+    let h = harness(backend).await;
+    let a = agent("agent:a");
+    for (path, content) in [
+        ("memory/core/a.md", "first"),
+        ("journal/2026/b.md", "second"),
+        (
+            "memory/summaries/c.md",
+            "---\ntype: summary\nimportance: 0.5\n---\nthird #tag",
+        ),
+    ] {
+        write(&h, &a, path, content).await;
+    }
+    let answer = parse(&h.continuity.recent(&a, &body(json!({}))).await.unwrap());
+    assert_eq!(answer["count"], 3);
+    assert_eq!(
+        paths(&answer),
+        [
+            "memory/summaries/c.md",
+            "journal/2026/b.md",
+            "memory/core/a.md"
+        ]
+    );
+    // A listing's score is the document's importance.
+    assert_eq!(answer["results"][0]["score"], 0.5);
+    assert_eq!(answer["results"][0]["tags"], json!(["tag"]));
+    assert_eq!(answer["results"][1]["score"], Value::Null);
+    let text = String::from_utf8(
+        h.continuity
+            .recent(&a, &body(json!({"limit": 1})))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(text.starts_with(r#"{"ok":true,"count":1,"results":[{"path":"memory/summaries/c.md","type":"summary","size":"#), "{text}");
+    let journal = parse(
+        &h.continuity
+            .recent(
+                &a,
+                &body(json!({"include_types": ["journal"], "time_window_hours": 1})),
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(paths(&journal), ["journal/2026/b.md"]);
+    let err = h
+        .continuity
+        .recent(&a, &body(json!({"time_window_days": 0})))
+        .await
+        .unwrap_err();
+    assert_eq!(refusal(&err).0, 422);
+}
+
+/// Removes a document's index row and plants a row without a document, as a crash or a bad
+/// restore might leave them.
+async fn damage_index(h: &Harness, backend: Backend, path: &str) {
+    let (id,): (i64,) = with_pool!(&h.db, |pool| {
+        query("SELECT id FROM memory_documents WHERE path = $1")
+            .bind(path)
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    });
+    match backend {
+        Backend::Sqlite => with_pool!(&h.db, |pool| {
+            query("DELETE FROM memory_fts WHERE rowid = $1")
+                .bind(id)
+                .execute(pool)
+                .await
+                .unwrap();
+            query("INSERT INTO memory_fts (rowid, tenant, path, body) VALUES (999999, 'agent:a', 'memory/ghost.md', 'ghost whales')")
+                .execute(pool)
+                .await
+                .unwrap();
+        }),
+        Backend::Postgres => with_pool!(&h.db, |pool| {
+            query("DELETE FROM memory_search WHERE id = $1")
+                .bind(id)
+                .execute(pool)
+                .await
+                .unwrap();
+            query("INSERT INTO memory_search (id, tenant, terms) VALUES (999999, 'agent:a', to_tsvector('simple', 'ghost whales'))")
+                .execute(pool)
+                .await
+                .unwrap();
+        }),
+    };
+}
+
+async fn rebuild_repairs_a_damaged_index(backend: Backend) {
+    let h = harness(backend).await;
+    let a = agent("agent:a");
+    write(&h, &a, "memory/core/a.md", "orca whales").await;
+    write(&h, &a, "memory/core/b.md", "beluga whales").await;
+    write(&h, &a, "memory/core/c.md", "sperm whales").await;
+    let status = parse(&h.continuity.index_status(&a).await.unwrap());
+    assert_eq!(status["file_count"], 3);
+    assert_eq!(status["sqlite_fts"], true);
+    assert!(status["generated_at"].as_str().unwrap().ends_with('Z'));
+
+    // Nothing to repair: the index was written with every document.
+    let clean = parse(&h.continuity.index_rebuild(&a).await.unwrap());
+    assert_eq!(
+        clean["incremental"],
+        json!({"changed_count": 0, "removed_count": 0, "unchanged_count": 3})
+    );
+
+    damage_index(&h, backend, "memory/core/b.md").await;
+    let before = paths(&search(&h, &a, json!({"query": "beluga"})).await);
+    assert!(before.is_empty(), "{before:?}");
+    let repaired = parse(&h.continuity.index_rebuild(&a).await.unwrap());
+    assert_eq!(repaired["file_count"], 3);
+    assert_eq!(
+        repaired["incremental"],
+        json!({"changed_count": 1, "removed_count": 1, "unchanged_count": 2})
+    );
+    assert_eq!(repaired["committed_files"], json!([]));
+    assert!(
+        repaired["latest_commit"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(
+        paths(&search(&h, &a, json!({"query": "beluga"})).await),
+        ["memory/core/b.md"]
+    );
+    let whales = search(&h, &a, json!({"query": "whales ghost"})).await;
+    assert_eq!(whales["count"], 3);
+    assert!(!paths(&whales).contains(&"memory/ghost.md".to_owned()));
+    assert_eq!(
+        audit_actions(&h, "continuity.memory.index_rebuild").await,
+        2
+    );
+}
+
+async fn tenants_and_namespaces_isolate_documents(backend: Backend) {
+    let h = harness(backend).await;
+    let a = agent("agent:a");
+    let b = agent("agent:b");
+    write(&h, &a, "memory/core/secret.md", "the launch code is walrus").await;
+    write(
+        &h,
+        &a,
+        "memory/coordination/shared.md",
+        "walrus meeting at noon",
+    )
+    .await;
+
+    // Another tenant: the same path is missing, nothing is found or listed.
+    let err = h
+        .continuity
+        .read_file(&b, &body(json!({"path": "memory/core/secret.md"})))
+        .await
+        .unwrap_err();
+    assert_eq!(refusal(&err).0, 404);
+    assert_eq!(search(&h, &b, json!({"query": "walrus"})).await["count"], 0);
+    assert_eq!(
+        parse(&h.continuity.recent(&b, &body(json!({}))).await.unwrap())["count"],
+        0
+    );
+    assert_eq!(
+        parse(&h.continuity.index_status(&b).await.unwrap())["file_count"],
+        0
+    );
+    // Its own document of the same path is its own.
+    write(&h, &b, "memory/core/secret.md", "nothing here").await;
+    assert_eq!(
+        h.store
+            .memory_document("agent:a", "memory/core/secret.md")
+            .await
+            .unwrap()
+            .unwrap()
+            .content,
+        "the launch code is walrus"
+    );
+
+    // A collaboration peer of tenant a: hits outside its read namespaces are left out,
+    // reads there refused as the original refuses.
+    let peer = caller_with(
+        "agent:a",
+        &["read:files", "search", "write:messages", "write:projects"],
+        &["memory/coordination", "messages", "tasks"],
+        &["memory/coordination/handoffs", "messages", "tasks"],
+    );
+    assert_eq!(
+        paths(&search(&h, &peer, json!({"query": "walrus"})).await),
+        ["memory/coordination/shared.md"]
+    );
+    let err = h
+        .continuity
+        .read_file(&peer, &body(json!({"path": "memory/core/secret.md"})))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(&err),
+        (
+            403,
+            r#"{"detail":"Read path namespace not allowed: memory/core/secret.md"}"#.to_owned()
+        )
+    );
+    let err = h
+        .continuity
+        .write_file(
+            &peer,
+            &body(json!({"path": "memory/core/x.md", "content": "x"})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(&err),
+        (
+            403,
+            r#"{"detail":"Write path namespace not allowed: memory/core/x.md"}"#.to_owned()
+        )
+    );
+    // Scopes follow the path: a journal write needs write:journal.
+    let err = h
+        .continuity
+        .write_file(
+            &peer,
+            &body(json!({"path": "journal/x.md", "content": "x"})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(&err),
+        (
+            403,
+            r#"{"detail":"Missing scope: write:journal"}"#.to_owned()
+        )
+    );
+    let reader = caller_with("agent:a", &["read:files"], &["*"], &["*"]);
+    let err = h
+        .continuity
+        .search(&reader, &body(json!({"query": "walrus"})))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(&err),
+        (403, r#"{"detail":"Missing scope: search"}"#.to_owned())
+    );
+    let err = h.continuity.index_status(&reader).await.unwrap_err();
+    assert_eq!(
+        refusal(&err),
+        (403, r#"{"detail":"Missing scope: read:index"}"#.to_owned())
+    );
+}
+
+async fn concurrent_appends_never_lose_a_line(backend: Backend) {
+    let h = Arc::new(harness(backend).await);
+    let mut tasks = Vec::new();
+    for i in 0..32 {
+        let h = Arc::clone(&h);
+        tasks.push(tokio::spawn(async move {
+            let a = agent("agent:a");
+            h.continuity
+                .append_record(
+                    &a,
+                    &body(json!({"path": "memory/episodic/busy.jsonl", "record": {"n": i}})),
+                )
+                .await
+                .unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let doc = h
+        .store
+        .memory_document("agent:a", "memory/episodic/busy.jsonl")
+        .await
+        .unwrap()
+        .unwrap();
+    let mut seen: Vec<i64> = doc
+        .content
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["n"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..32).collect::<Vec<_>>());
+}
