@@ -30,3 +30,21 @@ CREATE TABLE IF NOT EXISTS memory_search (
 );
 CREATE INDEX IF NOT EXISTS memory_search_terms_idx ON memory_search USING GIN (terms);
 CREATE INDEX IF NOT EXISTS memory_search_tenant_idx ON memory_search (tenant);
+
+-- Tasks (CogniRelay's /v1/tasks): the original's task document per tenant and task id, with
+-- the columns queries filter and order on. `version` moves with every update, so an update
+-- computed on a task another writer changed meanwhile is refused and computed again.
+CREATE TABLE IF NOT EXISTS continuity_tasks (
+    tenant      TEXT    NOT NULL,
+    task_id     TEXT    NOT NULL,
+    status      TEXT    NOT NULL,
+    owner_peer  TEXT    NOT NULL,
+    thread_id   TEXT,
+    updated_at  TEXT    NOT NULL,
+    document    TEXT    NOT NULL,
+    revision_id TEXT    NOT NULL,
+    version     BIGINT  NOT NULL,
+    PRIMARY KEY (tenant, task_id)
+);
+CREATE INDEX IF NOT EXISTS continuity_tasks_updated_idx
+    ON continuity_tasks (tenant, updated_at DESC, task_id DESC);

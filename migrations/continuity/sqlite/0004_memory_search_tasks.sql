@@ -28,3 +28,21 @@ CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
     body,
     tokenize = 'unicode61 remove_diacritics 2'
 );
+
+-- Tasks (CogniRelay's /v1/tasks): the original's task document per tenant and task id, with
+-- the columns queries filter and order on. `version` moves with every update, so an update
+-- computed on a task another writer changed meanwhile is refused and computed again.
+CREATE TABLE IF NOT EXISTS continuity_tasks (
+    tenant      TEXT    NOT NULL,
+    task_id     TEXT    NOT NULL,
+    status      TEXT    NOT NULL,
+    owner_peer  TEXT    NOT NULL,
+    thread_id   TEXT,
+    updated_at  TEXT    NOT NULL,
+    document    TEXT    NOT NULL,
+    revision_id TEXT    NOT NULL,
+    version     BIGINT  NOT NULL,
+    PRIMARY KEY (tenant, task_id)
+);
+CREATE INDEX IF NOT EXISTS continuity_tasks_updated_idx
+    ON continuity_tasks (tenant, updated_at DESC, task_id DESC);

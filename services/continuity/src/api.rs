@@ -272,6 +272,43 @@ impl ContinuityService for ContinuityApi {
         Ok(json(self.continuity.index_rebuild(&caller).await?))
     }
 
+    async fn create_task(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .create_task(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn update_task(
+        &self,
+        request: Request<pb::TaskUpdateRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        let message = request.get_ref();
+        Ok(json(
+            self.continuity
+                .update_task(&caller, &message.task_id, &message.body)
+                .await?,
+        ))
+    }
+
+    async fn query_tasks(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .query_tasks(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
     async fn history(
         &self,
         request: Request<pb::HistoryRequest>,

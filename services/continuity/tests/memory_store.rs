@@ -41,6 +41,8 @@ conformance!(
     rebuild_repairs_a_damaged_index,
     tenants_and_namespaces_isolate_documents,
     concurrent_appends_never_lose_a_line,
+    tasks_are_planning_state_per_tenant,
+    concurrent_task_updates_never_lose_a_field,
 );
 
 async fn write(
@@ -598,4 +600,231 @@ async fn concurrent_appends_never_lose_a_line(backend: Backend) {
         .collect();
     seen.sort_unstable();
     assert_eq!(seen, (0..32).collect::<Vec<_>>());
+}
+
+async fn create_task(
+    h: &Harness,
+    caller: &noema_continuity::domain::access::Caller,
+    body: Value,
+) -> Value {
+    parse(
+        &h.continuity
+            .create_task(caller, &serde_json::to_vec(&body).unwrap())
+            .await
+            .unwrap(),
+    )
+}
+
+async fn tasks_are_planning_state_per_tenant(backend: Backend) {
+    let h = harness(backend).await;
+    let a = agent("agent:a");
+    let created = create_task(
+        &h,
+        &a,
+        json!({"task_id": "t-1", "title": "Tag whales", "owner_peer": "peer-1",
+               "collaborators": ["peer-2"], "blocked_by": ["t-0"]}),
+    )
+    .await;
+    assert_eq!(created["path"], "tasks/open/t-1.json");
+    assert_eq!(created["task"]["status"], "open");
+    assert!(
+        created["latest_commit"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    create_task(
+        &h,
+        &a,
+        json!({"task_id": "t-2", "title": "Count them", "owner_peer": "peer-2",
+               "status": "blocked", "thread_id": "th-1"}),
+    )
+    .await;
+    let dup = h
+        .continuity
+        .create_task(&a, br#"{"task_id":"t-1","title":"again","owner_peer":"p"}"#)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(&dup),
+        (409, r#"{"detail":"Task already exists: t-1"}"#.to_owned())
+    );
+
+    // Metadata keeps the caller's key order.
+    let text = String::from_utf8(
+        h.continuity
+            .update_task(
+                &a,
+                "t-1",
+                br#"{"status":"in_progress","title":null,"metadata":{"z":1,"a":2}}"#,
+            )
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(text.contains(r#""title":"Tag whales""#), "{text}");
+    assert!(text.contains(r#""metadata":{"z":1,"a":2}"#), "{text}");
+    assert!(
+        text.contains(r#""committed_files":["tasks/open/t-1.json"]"#),
+        "{text}"
+    );
+    let done = parse(
+        &h.continuity
+            .update_task(&a, "t-1", br#"{"status":"done"}"#)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(done["path"], "tasks/done/t-1.json");
+    assert_eq!(
+        done["committed_files"],
+        json!(["tasks/done/t-1.json", "tasks/open/t-1.json"])
+    );
+    let reopen = h
+        .continuity
+        .update_task(&a, "t-1", br#"{"status":"open"}"#)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(&reopen),
+        (
+            409,
+            r#"{"detail":"Invalid task status transition: done -> open"}"#.to_owned()
+        )
+    );
+    let missing = h
+        .continuity
+        .update_task(&a, "nope", b"{}")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(&missing),
+        (404, r#"{"detail":"Task not found: nope"}"#.to_owned())
+    );
+
+    let query = |params: Value| {
+        let h = &h;
+        let a = &a;
+        async move {
+            parse(
+                &h.continuity
+                    .query_tasks(a, &serde_json::to_vec(&params).unwrap())
+                    .await
+                    .unwrap(),
+            )
+        }
+    };
+    let all = query(json!({})).await;
+    assert_eq!(all["count"], 2);
+    let ids: Vec<&str> = all["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["t-1", "t-2"]);
+    assert_eq!(query(json!({"status": "done"})).await["count"], 1);
+    assert_eq!(
+        query(json!({"collaborator": "peer-2"})).await["tasks"][0]["task_id"],
+        "t-1"
+    );
+    assert_eq!(
+        query(json!({"thread_id": "th-1"})).await["tasks"][0]["task_id"],
+        "t-2"
+    );
+    assert_eq!(query(json!({"owner_peer": "peer-9"})).await["count"], 0);
+    assert_eq!(query(json!({"limit": "1"})).await["count"], 1);
+
+    // For context retrieval: the tenant's tasks with their blockers.
+    let tasks = h
+        .continuity
+        .tasks_of(
+            "agent:a",
+            &noema_continuity::domain::tasks::TaskQuery {
+                limit: 100,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(tasks[0].blocked_by(), ["t-0"]);
+
+    // Another tenant has none of them; a token without the tasks namespace is refused.
+    let b = agent("agent:b");
+    assert_eq!(
+        parse(&h.continuity.query_tasks(&b, b"{}").await.unwrap())["count"],
+        0
+    );
+    let err = h
+        .continuity
+        .update_task(&b, "t-2", b"{}")
+        .await
+        .unwrap_err();
+    assert_eq!(refusal(&err).0, 404);
+    let outsider = caller_with(
+        "agent:a",
+        &["read:files", "write:projects"],
+        &["memory"],
+        &["memory"],
+    );
+    let err = h
+        .continuity
+        .query_tasks(&outsider, b"{}")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(&err),
+        (
+            403,
+            r#"{"detail":"Read path namespace not allowed: tasks/open/x.json"}"#.to_owned()
+        )
+    );
+    let err = h
+        .continuity
+        .create_task(
+            &outsider,
+            br#"{"task_id":"t-9","title":"x","owner_peer":"p"}"#,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(&err),
+        (
+            403,
+            r#"{"detail":"Write path namespace not allowed: tasks/open/t-9.json"}"#.to_owned()
+        )
+    );
+}
+
+async fn concurrent_task_updates_never_lose_a_field(backend: Backend) {
+    let h = Arc::new(harness(backend).await);
+    create_task(
+        &h,
+        &agent("agent:a"),
+        json!({"task_id": "t-1", "title": "t", "owner_peer": "p"}),
+    )
+    .await;
+    let fields = ["title", "description", "owner_peer", "due_at", "thread_id"];
+    let mut handles = Vec::new();
+    for field in fields {
+        let h = Arc::clone(&h);
+        handles.push(tokio::spawn(async move {
+            let body = serde_json::to_vec(&json!({ field: format!("set-{field}") })).unwrap();
+            h.continuity
+                .update_task(&agent("agent:a"), "t-1", &body)
+                .await
+                .unwrap();
+        }));
+    }
+    for handle in handles {
+        handle.await.unwrap();
+    }
+    let task = parse(
+        &h.continuity
+            .query_tasks(&agent("agent:a"), b"{}")
+            .await
+            .unwrap(),
+    );
+    for field in fields {
+        assert_eq!(task["tasks"][0][field], format!("set-{field}"), "{task}");
+    }
 }

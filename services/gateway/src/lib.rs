@@ -124,6 +124,7 @@ pub fn route_table() -> Vec<route::Route> {
     routes.extend(routes::chain::routes());
     routes.extend(routes::continuity::routes());
     routes.extend(routes::memory::routes());
+    routes.extend(routes::tasks::routes());
     routes.extend(mcp::routes());
     routes.extend(routes::discovery::routes());
     routes.extend(routes::help::routes());

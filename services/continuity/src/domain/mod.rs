@@ -32,6 +32,7 @@
 //! | §13 scopes, namespaces; tenancy; §16's collection/single-item fix | [`access`] |
 //! | history: revisions chained by content id (Noema's addition) | [`revision`] |
 //! | memory files, their paths, appended lines, search descriptions and bodies | [`memory`] |
+//! | tasks: documents, status table, paths, query parameters | [`tasks`] |
 //!
 //! Where the digest and the original's code differ, the code is followed (digest §15); each
 //! place says so where it matters.
@@ -54,6 +55,7 @@ pub mod revision;
 pub mod schema;
 pub mod stored;
 pub mod subject;
+pub mod tasks;
 pub mod text;
 pub mod tiers;
 pub mod timestamp;

@@ -10,6 +10,7 @@ mod cold;
 mod memory;
 mod plans;
 mod reads;
+mod tasks;
 mod tiers;
 
 use std::sync::Arc;

@@ -12,6 +12,7 @@
 
 mod memory;
 mod reads;
+mod tasks;
 mod writer;
 mod writes;
 
@@ -26,6 +27,7 @@ pub use reads::{
     ArchiveRow, ArtifactScan, CapsuleRevision, ColdRow, HistoryRow, IdempotencyRecord, Pointers,
     SubjectRow,
 };
+pub use tasks::{TaskFilter, TaskRow, TaskWrite};
 pub use writes::{
     ArchiveWrite, CapsuleWrite, ColdStoreWrite, DeleteWrite, IdempotencyWrite, PlanWrite, Refusal,
     RehydrateWrite, RevisionWrite, Write,

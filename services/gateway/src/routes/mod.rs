@@ -16,6 +16,7 @@ pub mod ops;
 pub mod orchestrator;
 pub mod relations;
 pub mod signing;
+pub mod tasks;
 pub mod tokens;
 pub mod world;
 pub mod world_components;

@@ -1,0 +1,369 @@
+//! CogniRelay's memory files, search, recency and index routes over REST on every shape and
+//! both backends: the original's bodies, statuses and messages (recorded from CogniRelay
+//! 1.4.15 where the answer is the original's), search that sees a write at once, recovery of
+//! the index, and isolation between tenants and namespaces.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use noema_e2e::{TestCluster, client_as, cluster_cases};
+use noema_proto::identity::v1::IssueTokenRequest;
+use serde_json::{Value, json};
+
+cluster_cases!(memory_files_search_and_isolation);
+
+struct Rest {
+    client: reqwest::Client,
+    base: String,
+}
+
+impl Rest {
+    fn new(cluster: &TestCluster, token: &str) -> Rest {
+        Rest {
+            client: client_as(token),
+            base: cluster.rest_url.clone(),
+        }
+    }
+
+    async fn post(&self, path: &str, body: &str) -> (u16, String) {
+        let response = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body.to_owned())
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
+    async fn get(&self, path_and_query: &str) -> (u16, String) {
+        let response = self
+            .client
+            .get(format!("{}{path_and_query}", self.base))
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
+    async fn json(&self, path: &str, body: Value) -> Value {
+        let (status, text) = self.post(path, &body.to_string()).await;
+        assert_eq!(status, 200, "{path}: {text}");
+        serde_json::from_str(&text).unwrap()
+    }
+}
+
+fn paths(answer: &Value) -> Vec<&str> {
+    answer["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap())
+        .collect()
+}
+
+/// `"latest_commit":"sha256:<hex>"` → `"latest_commit":"<masked>"`.
+fn masked(body: &str) -> String {
+    match body.find("\"latest_commit\":\"sha256:") {
+        Some(at) => {
+            let start = at + "\"latest_commit\":\"".len();
+            let end = start + body[start..].find('"').unwrap();
+            format!("{}<masked>{}", &body[..start], &body[end..])
+        }
+        None => body.to_owned(),
+    }
+}
+
+async fn memory_files_search_and_isolation(cluster: &TestCluster) {
+    let writer_token = cluster
+        .issue_token("agent:writer", &["continuity:write"])
+        .await
+        .unwrap();
+    let writer = Rest::new(cluster, &writer_token);
+
+    // Write, unchanged rewrite, read: the original's shapes, `latest_commit` our revision.
+    let (status, body) = writer
+        .post(
+            "/v1/write",
+            r##"{"path":"memory/core/identity.md","content":"# Identity\nI am agent #alpha. Blue whales."}"##,
+        )
+        .await;
+    assert_eq!(
+        (status, masked(&body).as_str()),
+        (
+            200,
+            r#"{"ok":true,"path":"memory/core/identity.md","committed":true,"latest_commit":"<masked>","durable":true}"#
+        )
+    );
+    let (_, again) = writer
+        .post(
+            "/v1/write",
+            r##"{"path":"memory/core/identity.md","content":"# Identity\nI am agent #alpha. Blue whales."}"##,
+        )
+        .await;
+    assert!(again.contains(r#""committed":false"#), "{again}");
+    let revision = |b: &str| serde_json::from_str::<Value>(b).unwrap()["latest_commit"].clone();
+    assert_eq!(revision(&body), revision(&again));
+    assert_eq!(
+        writer.get("/v1/read?path=memory/core/identity.md").await,
+        (
+            200,
+            r##"{"ok":true,"path":"memory/core/identity.md","content":"# Identity\nI am agent #alpha. Blue whales."}"##.to_owned()
+        )
+    );
+
+    // Appends: one line per record in Python's json.dumps form.
+    for record in [r#"{"b":1,"a":"héllo","c":[1,2.5]}"#, r#"{"b":2}"#] {
+        let (status, body) = writer
+            .post(
+                "/v1/append",
+                &format!(r#"{{"path":"memory/episodic/2026.jsonl","record":{record}}}"#),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(
+        writer.get("/v1/read?path=memory/episodic/2026.jsonl").await,
+        (
+            200,
+            r#"{"ok":true,"path":"memory/episodic/2026.jsonl","content":"{\"b\": 1, \"a\": \"héllo\", \"c\": [1, 2.5]}\n{\"b\": 2}\n"}"#.to_owned()
+        )
+    );
+
+    // Path rules and request models, with the original's statuses and messages.
+    let refusals: &[(&str, &str, &str, u16, &str)] = &[
+        (
+            "GET",
+            "/v1/read?path=memory/core/nope.md",
+            "",
+            404,
+            r#"{"detail":"File not found"}"#,
+        ),
+        (
+            "GET",
+            "/v1/read?path=../etc/passwd",
+            "",
+            403,
+            r#"{"detail":"Invalid path for namespace check: ../etc/passwd"}"#,
+        ),
+        (
+            "GET",
+            "/v1/read?path=/etc/passwd",
+            "",
+            403,
+            r#"{"detail":"Invalid path for namespace check: /etc/passwd"}"#,
+        ),
+        (
+            "GET",
+            "/v1/read?path=foo/bar.md",
+            "",
+            400,
+            r#"{"detail":"Top-level path not allowed: foo"}"#,
+        ),
+        (
+            "GET",
+            "/v1/read",
+            "",
+            422,
+            r#"{"detail":[{"type":"missing","loc":["query","path"],"msg":"Field required","input":null}]}"#,
+        ),
+        (
+            "POST",
+            "/v1/write",
+            r#"{"path":"foo/x.md","content":"a"}"#,
+            400,
+            r#"{"detail":"Top-level path not allowed: foo"}"#,
+        ),
+        (
+            "POST",
+            "/v1/write",
+            r#"{"path":"memory/../../x.md","content":"a"}"#,
+            403,
+            r#"{"detail":"Invalid path for namespace check: memory/../../x.md"}"#,
+        ),
+        (
+            "POST",
+            "/v1/write",
+            r#"{"path":"","content":"a"}"#,
+            403,
+            r#"{"detail":"Invalid path for namespace check: "}"#,
+        ),
+        (
+            "POST",
+            "/v1/write",
+            r#"{"path":"memory/a.md"}"#,
+            422,
+            r#"{"detail":[{"type":"missing","loc":["body","content"],"msg":"Field required","input":{"path":"memory/a.md"}}]}"#,
+        ),
+        (
+            "POST",
+            "/v1/write",
+            r#"{"path":"memory/core/x.md","content":5}"#,
+            422,
+            r#"{"detail":[{"type":"string_type","loc":["body","content"],"msg":"Input should be a valid string","input":5}]}"#,
+        ),
+        (
+            "POST",
+            "/v1/append",
+            r#"{"path":"memory/episodic/2026.jsonl","record":[1]}"#,
+            422,
+            r#"{"detail":[{"type":"dict_type","loc":["body","record"],"msg":"Input should be a valid dictionary","input":[1]}]}"#,
+        ),
+        (
+            "POST",
+            "/v1/search",
+            r#"{"query":"","limit":0}"#,
+            422,
+            r#"{"detail":[{"type":"greater_than_equal","loc":["body","limit"],"msg":"Input should be greater than or equal to 1","input":0,"ctx":{"ge":1}}]}"#,
+        ),
+        // Noema keeps capsules in their own store: no file write reaches them.
+        (
+            "POST",
+            "/v1/write",
+            r#"{"path":"memory/continuity/user-a.json","content":"{}"}"#,
+            400,
+            r#"{"detail":"Path is managed by its own API: memory/continuity"}"#,
+        ),
+    ];
+    for (method, path, body, status, expected) in refusals {
+        let answer = match *method {
+            "GET" => writer.get(path).await,
+            _ => writer.post(path, body).await,
+        };
+        assert_eq!(
+            answer,
+            (*status, (*expected).to_owned()),
+            "{method} {path} {body}"
+        );
+    }
+    let (status, body) = writer
+        .post(
+            "/v1/append",
+            r#"{"path":"journal/2020-01-01.md","record":{"x":1}}"#,
+        )
+        .await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.starts_with(r#"{"detail":"Append failed: Journal append rejected: file day 2020-01-01 != current UTC day "#),
+        "{body}"
+    );
+
+    // Search sees every write at once: term-based, best match first.
+    writer
+        .json(
+            "/v1/write",
+            json!({"path": "journal/2026/notes.md", "content": "Whale migration notes. The blue whale sings."}),
+        )
+        .await;
+    writer
+        .json(
+            "/v1/write",
+            json!({"path": "memory/summaries/week1.md",
+                   "content": "---\ntype: summary\nimportance: 0.5\n---\nSummary of whales and dolphins #ocean"}),
+        )
+        .await;
+    writer
+        .json(
+            "/v1/write",
+            json!({"path": "memory/coordination/shared.md", "content": "Shared plan: tag the whales."}),
+        )
+        .await;
+    let found = writer
+        .json("/v1/search", json!({"query": "blue whales"}))
+        .await;
+    assert_eq!(found["query"], "blue whales");
+    assert_eq!(found["sort_by"], "relevance");
+    assert_eq!(paths(&found)[0], "memory/core/identity.md", "{found}");
+    assert_eq!(found["count"], 4, "{found}");
+    let summary = found["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["path"] == "memory/summaries/week1.md")
+        .unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["importance"], 0.5);
+    assert_eq!(summary["tags"], json!(["ocean"]));
+    assert_eq!(
+        summary["snippet"],
+        "--- type: summary importance: 0.5 --- Summary of whales and dolphins #ocean"
+    );
+    assert_eq!(summary["size"], 75);
+    let recent = writer.json("/v1/recent", json!({"limit": 2})).await;
+    assert_eq!(
+        paths(&recent),
+        ["memory/coordination/shared.md", "memory/summaries/week1.md"]
+    );
+
+    // Index status and recovery (nothing to repair: the index is written with the files).
+    let (status, text) = writer.get("/v1/index/status").await;
+    assert_eq!(status, 200, "{text}");
+    let index: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(index["file_count"], 5);
+    assert_eq!(
+        (index["sqlite_fts"].clone(), index["state_file"].clone()),
+        (json!(true), json!(true))
+    );
+    let rebuilt = writer
+        .json("/v1/index/rebuild-incremental", json!({}))
+        .await;
+    assert_eq!(
+        rebuilt["incremental"],
+        json!({"changed_count": 0, "removed_count": 0, "unchanged_count": 5})
+    );
+
+    // Another tenant sees none of it.
+    let stranger_token = cluster
+        .issue_token("agent:stranger", &["continuity:write"])
+        .await
+        .unwrap();
+    let stranger = Rest::new(cluster, &stranger_token);
+    assert_eq!(
+        stranger
+            .get("/v1/read?path=memory/core/identity.md")
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        stranger
+            .json("/v1/search", json!({"query": "whales"}))
+            .await["count"],
+        0
+    );
+    assert_eq!(stranger.json("/v1/recent", json!({})).await["count"], 0);
+
+    // The writer's collaboration_peer token: only its namespaces' hits, reads elsewhere
+    // refused as the original refuses.
+    let mut identity = cluster.identity().await.unwrap();
+    let collaborator_token = identity
+        .issue_token(IssueTokenRequest {
+            peer_id: "agent:writer".into(),
+            template: "collaboration_peer".into(),
+            ..IssueTokenRequest::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .token;
+    let collaborator = Rest::new(cluster, &collaborator_token);
+    assert_eq!(
+        paths(
+            &collaborator
+                .json("/v1/search", json!({"query": "whales"}))
+                .await
+        ),
+        ["memory/coordination/shared.md"]
+    );
+    assert_eq!(
+        collaborator
+            .get("/v1/read?path=memory/core/identity.md")
+            .await,
+        (
+            403,
+            r#"{"detail":"Read path namespace not allowed: memory/core/identity.md"}"#.to_owned()
+        )
+    );
+    let (status, _) = collaborator.get("/v1/index/status").await;
+    assert_eq!(status, 403);
+}
