@@ -273,8 +273,22 @@ async fn memory_files_search_and_isolation(cluster: &TestCluster) {
         .await;
     assert_eq!(found["query"], "blue whales");
     assert_eq!(found["sort_by"], "relevance");
-    assert_eq!(paths(&found)[0], "memory/core/identity.md", "{found}");
     assert_eq!(found["count"], 4, "{found}");
+    // Ranked by the engine's relevance plus importance: the file with both terms above the
+    // one with a single term (the summary's importance 0.5 counts as the original adds it).
+    let ranked = paths(&found);
+    let at = |p: &str| ranked.iter().position(|x| *x == p).unwrap();
+    assert!(
+        at("memory/core/identity.md") < at("journal/2026/notes.md"),
+        "{found}"
+    );
+    let scores: Vec<f64> = found["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["score"].as_f64().unwrap())
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{found}");
     let summary = found["results"]
         .as_array()
         .unwrap()
@@ -366,4 +380,42 @@ async fn memory_files_search_and_isolation(cluster: &TestCluster) {
     );
     let (status, _) = collaborator.get("/v1/index/status").await;
     assert_eq!(status, 403);
+
+    // Tasks: shared planning state the collaborator may write (its namespaces include tasks).
+    let (status, body) = collaborator
+        .post(
+            "/v1/tasks",
+            r#"{"task_id":"t-1","title":"Tag whales","owner_peer":"agent:writer","blocked_by":["t-0"],"metadata":{"b":1,"a":2}}"#,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(r#""task":{"task_id":"t-1","title":"Tag whales","description":"","status":"open","owner_peer":"agent:writer","collaborators":[],"thread_id":null,"blocked_by":["t-0"],"due_at":null,"metadata":{"b":1,"a":2},"created_at":""#),
+        "{body}"
+    );
+    let response = writer
+        .client
+        .patch(format!("{}/v1/tasks/t-1", writer.base))
+        .header("content-type", "application/json")
+        .body(r#"{"status":"done"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let (status, body) = writer.get("/v1/tasks/query?status=done&limit=5").await;
+    assert_eq!(status, 200, "{body}");
+    let found: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(found["count"], 1);
+    assert_eq!(found["tasks"][0]["task_id"], "t-1");
+    assert_eq!(
+        writer.get("/v1/tasks/query?limit=0").await,
+        (
+            422,
+            r#"{"detail":[{"type":"greater_than_equal","loc":["query","limit"],"msg":"Input should be greater than or equal to 1","input":"0","ctx":{"ge":1}}]}"#.to_owned()
+        )
+    );
+    assert_eq!(
+        stranger.get("/v1/tasks/query").await.1,
+        r#"{"ok":true,"count":0,"tasks":[]}"#
+    );
 }

@@ -46,3 +46,36 @@ CREATE TABLE IF NOT EXISTS continuity_tasks (
 );
 CREATE INDEX IF NOT EXISTS continuity_tasks_updated_idx
     ON continuity_tasks (tenant, updated_at DESC, task_id DESC);
+
+-- One-shot scheduled items (CogniRelay's /v1/schedule/items): the original's
+-- scheduled_items row per tenant. No scheduler loop runs them; `due` is derived at read time.
+CREATE TABLE IF NOT EXISTS continuity_schedule (
+    tenant          TEXT    NOT NULL,
+    schedule_id     TEXT    NOT NULL,
+    kind            TEXT    NOT NULL,
+    status          TEXT    NOT NULL,
+    title           TEXT    NOT NULL,
+    note            TEXT,
+    due_at          TEXT    NOT NULL,
+    due_at_ts       BIGINT  NOT NULL,
+    created_at      TEXT    NOT NULL,
+    updated_at      TEXT    NOT NULL,
+    created_by      TEXT    NOT NULL,
+    updated_by      TEXT    NOT NULL,
+    terminal_at     TEXT,
+    terminal_by     TEXT,
+    terminal_reason TEXT,
+    task_id         TEXT,
+    thread_id       TEXT,
+    subject_kind    TEXT,
+    subject_id      TEXT,
+    idempotency_key TEXT,
+    identity_sha256 TEXT    NOT NULL,
+    identity_json   TEXT    NOT NULL,
+    metadata        TEXT    NOT NULL,
+    version         BIGINT  NOT NULL,
+    PRIMARY KEY (tenant, schedule_id),
+    UNIQUE (tenant, idempotency_key)
+);
+CREATE INDEX IF NOT EXISTS continuity_schedule_due_idx
+    ON continuity_schedule (tenant, due_at_ts, schedule_id);

@@ -309,6 +309,84 @@ impl ContinuityService for ContinuityApi {
         ))
     }
 
+    async fn create_schedule_item(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::ScheduleCreateResponse>, Status> {
+        let caller = caller(&request)?;
+        let answer = self
+            .continuity
+            .create_schedule_item(&caller, &request.get_ref().body)
+            .await?;
+        Ok(Response::new(pb::ScheduleCreateResponse {
+            body: answer.body,
+            created: answer.created,
+        }))
+    }
+
+    async fn get_schedule_item(
+        &self,
+        request: Request<pb::ItemRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .get_schedule_item(&caller, &request.get_ref().id)
+                .await?,
+        ))
+    }
+
+    async fn list_schedule_items(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .list_schedule_items(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn update_schedule_item(
+        &self,
+        request: Request<pb::ItemRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        let message = request.get_ref();
+        Ok(json(
+            self.continuity
+                .update_schedule_item(&caller, &message.id, &message.body)
+                .await?,
+        ))
+    }
+
+    async fn acknowledge_schedule_item(
+        &self,
+        request: Request<pb::ItemRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        let message = request.get_ref();
+        Ok(json(
+            self.continuity
+                .acknowledge_schedule_item(&caller, &message.id, &message.body)
+                .await?,
+        ))
+    }
+
+    async fn retire_schedule_item(
+        &self,
+        request: Request<pb::ItemRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        let message = request.get_ref();
+        Ok(json(
+            self.continuity
+                .retire_schedule_item(&caller, &message.id, &message.body)
+                .await?,
+        ))
+    }
+
     async fn history(
         &self,
         request: Request<pb::HistoryRequest>,

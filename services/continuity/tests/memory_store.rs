@@ -43,6 +43,7 @@ conformance!(
     concurrent_appends_never_lose_a_line,
     tasks_are_planning_state_per_tenant,
     concurrent_task_updates_never_lose_a_field,
+    schedule_items_are_one_shot_reminders_per_tenant,
 );
 
 async fn write(
@@ -827,4 +828,213 @@ async fn concurrent_task_updates_never_lose_a_field(backend: Backend) {
     for field in fields {
         assert_eq!(task["tasks"][0][field], format!("set-{field}"), "{task}");
     }
+}
+
+async fn schedule_items_are_one_shot_reminders_per_tenant(backend: Backend) {
+    let h = harness(backend).await;
+    let a = agent("agent:a");
+    let due = "2099-01-01T09:00:00Z";
+    let body = format!(
+        r#"{{"kind":"reminder","title":"Check whales","due_at":"{due}","subject_kind":"thread","subject_id":"th-1","metadata":{{"b":1,"a":"x"}},"idempotency_key":"k1"}}"#
+    );
+    let created = h
+        .continuity
+        .create_schedule_item(&a, body.as_bytes())
+        .await
+        .unwrap();
+    assert!(created.created);
+    let first = parse(&created.body);
+    let id = first["item"]["schedule_id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("sched_") && id.len() == 38, "{id}");
+    assert_eq!(first["item"]["derived_state"], "scheduled");
+    assert_eq!(first["item"]["created_by"], "agent:a");
+    assert_eq!(first["item"]["version"], 1);
+    // Metadata comes back canonical (sorted), as the original stores it.
+    assert!(
+        String::from_utf8(created.body.clone())
+            .unwrap()
+            .contains(r#""metadata":{"a":"x","b":1}"#)
+    );
+    // The same request again is an exact replay: not created, the same item.
+    let replay = h
+        .continuity
+        .create_schedule_item(&a, body.as_bytes())
+        .await
+        .unwrap();
+    assert!(!replay.created);
+    assert_eq!(parse(&replay.body)["item"]["schedule_id"], id.as_str());
+    // The same key for another item is a conflict.
+    let other =
+        format!(r#"{{"kind":"reminder","title":"Other","due_at":"{due}","idempotency_key":"k1"}}"#);
+    let err = h
+        .continuity
+        .create_schedule_item(&a, other.as_bytes())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(&err),
+        (409, r#"{"detail":{"code":"idempotency_key_conflict","field":"idempotency_key","message":"idempotency_key already exists for a different schedule item"}}"#.to_owned())
+    );
+    let past = br#"{"kind":"reminder","title":"Late","due_at":"2020-01-01T00:00:00Z"}"#;
+    let err = h
+        .continuity
+        .create_schedule_item(&a, past)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(&err).1,
+        r#"{"detail":{"code":"due_at_not_future","field":"due_at","message":"due_at must be in the future"}}"#
+    );
+
+    let got = parse(&h.continuity.get_schedule_item(&a, &id).await.unwrap());
+    assert_eq!(got["item"], first["item"]);
+    let err = h
+        .continuity
+        .get_schedule_item(&a, "sched_nope")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refusal(&err),
+        (
+            404,
+            r#"{"detail":{"code":"schedule_not_found","schedule_id":"sched_nope","warnings":[]}}"#
+                .to_owned()
+        )
+    );
+
+    // Patch at the current version; a stale version is refused.
+    let patched = parse(
+        &h.continuity
+            .update_schedule_item(&a, &id, br#"{"expected_version":1,"title":"Count whales"}"#)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (
+            patched["updated"].clone(),
+            patched["item"]["version"].clone()
+        ),
+        (json!(true), json!(2))
+    );
+    let err = h
+        .continuity
+        .update_schedule_item(&a, &id, br#"{"expected_version":1,"title":"again"}"#)
+        .await
+        .unwrap_err();
+    assert_eq!(refusal(&err).0, 409);
+
+    // Listing: filters, pagination, retired hidden unless asked for.
+    let second = r#"{"kind":"task_nudge","title":"Nudge","due_at":"2098-01-01T00:00:00Z","task_id":"t-2"}"#;
+    let nudge = parse(
+        &h.continuity
+            .create_schedule_item(&a, second.as_bytes())
+            .await
+            .unwrap()
+            .body,
+    );
+    let nudge_id = nudge["item"]["schedule_id"].as_str().unwrap().to_owned();
+    let list = |q: Value| {
+        let h = &h;
+        let a = &a;
+        async move {
+            parse(
+                &h.continuity
+                    .list_schedule_items(a, &serde_json::to_vec(&q).unwrap())
+                    .await
+                    .unwrap(),
+            )
+        }
+    };
+    let all = list(json!({})).await;
+    assert_eq!(
+        (all["count"].clone(), all["total"].clone()),
+        (json!(2), json!(2))
+    );
+    // Earliest due first.
+    assert_eq!(all["items"][0]["schedule_id"], nudge_id.as_str());
+    assert_eq!(list(json!({"task_id": "t-2"})).await["count"], 1);
+    assert_eq!(
+        list(json!({"subject_kind": "thread", "subject_id": "th-1"})).await["count"],
+        1
+    );
+    assert_eq!(list(json!({"due": "true"})).await["count"], 0);
+    let page = list(json!({"limit": "1", "offset": "1"})).await;
+    assert_eq!(
+        (
+            page["count"].clone(),
+            page["total"].clone(),
+            page["limit"].clone(),
+            page["offset"].clone()
+        ),
+        (json!(1), json!(2), json!(1), json!(1))
+    );
+
+    // Acknowledge (done), then retire; retired items are listed only when asked for.
+    let done = parse(
+        &h.continuity
+            .acknowledge_schedule_item(
+                &a,
+                &nudge_id,
+                br#"{"expected_version":1,"status":"done","reason":"counted"}"#,
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(done["item"]["status"], "done");
+    assert_eq!(done["item"]["derived_state"], "terminal");
+    assert_eq!(done["item"]["terminal_reason"], "counted");
+    let again = parse(
+        &h.continuity
+            .acknowledge_schedule_item(&a, &nudge_id, br#"{"status":"done","reason":"counted"}"#)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(again["updated"], false);
+    parse(
+        &h.continuity
+            .retire_schedule_item(&a, &nudge_id, br#"{"expected_version":2}"#)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(list(json!({})).await["count"], 1);
+    assert_eq!(list(json!({"include_retired": "true"})).await["count"], 2);
+
+    // For context retrieval: pending items scoped to a subject or its thread/task links.
+    let scoped = h
+        .continuity
+        .pending_schedule_items("agent:a", &[("thread".to_owned(), "th-1".to_owned())])
+        .await
+        .unwrap();
+    assert_eq!(scoped.len(), 1);
+    assert_eq!(scoped[0].schedule_id, id);
+
+    // Another tenant sees none of it; a token without the schedule's namespace is refused.
+    let b = agent("agent:b");
+    assert_eq!(
+        parse(&h.continuity.list_schedule_items(&b, b"{}").await.unwrap())["count"],
+        0
+    );
+    assert_eq!(
+        refusal(&h.continuity.get_schedule_item(&b, &id).await.unwrap_err()).0,
+        404
+    );
+    let peer = caller_with(
+        "agent:a",
+        &["read:files", "search", "write:messages", "write:projects"],
+        &["memory/coordination", "messages", "tasks"],
+        &["memory/coordination/handoffs", "messages", "tasks"],
+    );
+    assert_eq!(
+        refusal(
+            &h.continuity
+                .list_schedule_items(&peer, b"{}")
+                .await
+                .unwrap_err()
+        ),
+        (
+            403,
+            r#"{"detail":"Read path namespace not allowed: memory/schedule/schedule.db"}"#
+                .to_owned()
+        )
+    );
 }

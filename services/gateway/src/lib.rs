@@ -125,6 +125,7 @@ pub fn route_table() -> Vec<route::Route> {
     routes.extend(routes::continuity::routes());
     routes.extend(routes::memory::routes());
     routes.extend(routes::tasks::routes());
+    routes.extend(routes::schedule::routes());
     routes.extend(mcp::routes());
     routes.extend(routes::discovery::routes());
     routes.extend(routes::help::routes());

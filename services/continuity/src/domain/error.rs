@@ -174,6 +174,21 @@ pub enum ContinuityError {
     /// 413 with the original's detail (a write or append over the payload limit).
     #[error("{0}")]
     TooLarge(String),
+    /// A refusal whose `detail` is an object (the schedule's `{code, field, message}`), with
+    /// its status (404, 409 or 422).
+    #[error("{}", object_summary(*.status, .detail))]
+    Object { status: u16, detail: Json },
+}
+
+fn object_summary(status: u16, detail: &Json) -> String {
+    let text = |key: &str| {
+        detail
+            .get(key)
+            .and_then(Json::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    format!("{status} {}: {}", text("code"), text("message"))
 }
 
 fn summary(errors: &[FieldError]) -> String {
@@ -245,6 +260,7 @@ impl ContinuityError {
             ContinuityError::Unhandled { .. } => 500,
             ContinuityError::Unavailable(_) => 503,
             ContinuityError::TooLarge(_) => 413,
+            ContinuityError::Object { status, .. } => *status,
         }
     }
 
@@ -274,6 +290,9 @@ impl ContinuityError {
                 inner.insert("operation", Json::from("continuity"));
                 inner.insert("error", Json::Object(error));
                 body.insert("detail", Json::Object(inner));
+            }
+            ContinuityError::Object { detail, .. } => {
+                body.insert("detail", detail.clone());
             }
             ContinuityError::Unhandled { code, detail } => {
                 let mut error = super::json::JsonObject::new();
@@ -309,6 +328,12 @@ impl ServiceError for ContinuityError {
             ContinuityError::Unhandled { .. } => ErrorCode::Internal,
             ContinuityError::Unavailable(_) => ErrorCode::Unavailable,
             ContinuityError::TooLarge(_) => ErrorCode::ResourceExhausted,
+            ContinuityError::Object { status, .. } => match status {
+                404 => ErrorCode::NotFound,
+                409 => ErrorCode::AlreadyExists,
+                // FailedPrecondition is the code that travels as HTTP 422.
+                _ => ErrorCode::FailedPrecondition,
+            },
         }
     }
 

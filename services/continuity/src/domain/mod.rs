@@ -33,6 +33,7 @@
 //! | history: revisions chained by content id (Noema's addition) | [`revision`] |
 //! | memory files, their paths, appended lines, search descriptions and bodies | [`memory`] |
 //! | tasks: documents, status table, paths, query parameters | [`tasks`] |
+//! | scheduled items: validation, identity, state, list filters | [`schedule`] |
 //!
 //! Where the digest and the original's code differ, the code is followed (digest §15); each
 //! place says so where it matters.
@@ -52,6 +53,7 @@ pub mod plans;
 pub mod read;
 pub mod request;
 pub mod revision;
+pub mod schedule;
 pub mod schema;
 pub mod stored;
 pub mod subject;

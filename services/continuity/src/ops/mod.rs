@@ -10,6 +10,7 @@ mod cold;
 mod memory;
 mod plans;
 mod reads;
+mod schedule;
 mod tasks;
 mod tiers;
 
@@ -32,6 +33,7 @@ use crate::store::ContinuityStore;
 pub use artifacts::ArtifactCheck;
 pub use capsules::Written;
 pub use reads::{History, ReadAnswer};
+pub use schedule::ScheduleCreated;
 
 /// How many times a write re-reads and re-applies its rule when concurrent writers move the
 /// subject first, before it answers the original's lock-timeout 409.

@@ -12,6 +12,7 @@
 
 mod memory;
 mod reads;
+mod schedule;
 mod tasks;
 mod writer;
 mod writes;
@@ -27,6 +28,7 @@ pub use reads::{
     ArchiveRow, ArtifactScan, CapsuleRevision, ColdRow, HistoryRow, IdempotencyRecord, Pointers,
     SubjectRow,
 };
+pub use schedule::ScheduleWrite;
 pub use tasks::{TaskFilter, TaskRow, TaskWrite};
 pub use writes::{
     ArchiveWrite, CapsuleWrite, ColdStoreWrite, DeleteWrite, IdempotencyWrite, PlanWrite, Refusal,

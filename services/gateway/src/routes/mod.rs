@@ -15,6 +15,7 @@ pub mod moltnet;
 pub mod ops;
 pub mod orchestrator;
 pub mod relations;
+pub mod schedule;
 pub mod signing;
 pub mod tasks;
 pub mod tokens;
