@@ -418,4 +418,56 @@ async fn memory_files_search_and_isolation(cluster: &TestCluster) {
         stranger.get("/v1/tasks/query").await.1,
         r#"{"ok":true,"count":0,"tasks":[]}"#
     );
+
+    // Schedule: 201 for a new item, 200 for its exact replay, the original's object details.
+    let reminder = r#"{"kind":"reminder","title":"Check whales","due_at":"2099-11-26T09:00:00Z","note":"n","subject_kind":"thread","subject_id":"th-1","metadata":{"b":1}}"#;
+    let (status, created) = writer.post("/v1/schedule/items", reminder).await;
+    assert_eq!(status, 201, "{created}");
+    let (status, replayed) = writer.post("/v1/schedule/items", reminder).await;
+    assert_eq!(status, 200, "{replayed}");
+    let created: Value = serde_json::from_str(&created).unwrap();
+    let replayed: Value = serde_json::from_str(&replayed).unwrap();
+    assert_eq!(created["created"], true);
+    assert_eq!(replayed["created"], false);
+    assert_eq!(created["item"], replayed["item"]);
+    let id = created["item"]["schedule_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        writer
+            .post(
+                "/v1/schedule/items",
+                r#"{"kind":"reminder","title":"x","due_at":"2026-11-20T09:00:00","extra":1}"#
+            )
+            .await,
+        (
+            422,
+            r#"{"detail":{"code":"invalid_schedule_payload","field":"extra","message":"unexpected field: extra"}}"#.to_owned()
+        )
+    );
+    let (status, got) = writer.get(&format!("/v1/schedule/items/{id}")).await;
+    assert_eq!(status, 200, "{got}");
+    let (status, _) = stranger.get(&format!("/v1/schedule/items/{id}")).await;
+    assert_eq!(status, 404);
+    let (status, acked) = writer
+        .post(
+            &format!("/v1/schedule/items/{id}/acknowledge"),
+            r#"{"expected_version":1}"#,
+        )
+        .await;
+    assert_eq!(status, 200, "{acked}");
+    assert!(
+        acked.contains(r#""status":"acknowledged","derived_state":"terminal""#),
+        "{acked}"
+    );
+    let (status, listed) = writer.get("/v1/schedule/items?status=acknowledged").await;
+    assert_eq!(status, 200, "{listed}");
+    assert!(
+        listed.starts_with(
+            r#"{"ok":true,"count":1,"total":1,"limit":50,"offset":0,"items":[{"schedule_id":""#
+        ),
+        "{listed}"
+    );
+    assert_eq!(
+        stranger.get("/v1/schedule/items").await.1,
+        r#"{"ok":true,"count":0,"total":0,"limit":50,"offset":0,"items":[],"warnings":[]}"#
+    );
 }

@@ -924,7 +924,8 @@ async fn schedule_items_are_one_shot_reminders_per_tenant(backend: Backend) {
     assert_eq!(refusal(&err).0, 409);
 
     // Listing: filters, pagination, retired hidden unless asked for.
-    let second = r#"{"kind":"task_nudge","title":"Nudge","due_at":"2098-01-01T00:00:00Z","task_id":"t-2"}"#;
+    let second =
+        r#"{"kind":"task_nudge","title":"Nudge","due_at":"2098-01-01T00:00:00Z","task_id":"t-2"}"#;
     let nudge = parse(
         &h.continuity
             .create_schedule_item(&a, second.as_bytes())
