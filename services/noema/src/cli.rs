@@ -131,6 +131,14 @@ enum Command {
     /// Continuity capsules: upsert, patch, read, list, history, archive (JSON out).
     #[command(subcommand)]
     Continuity(commands::continuity::ContinuityCommand),
+    /// Memory files (CogniRelay's /v1/write, /v1/read, /v1/append; JSON out).
+    #[command(subcommand)]
+    Memory(commands::memory::MemoryCommand),
+    /// Search the tenant's memory files (term-based, best match first; JSON out).
+    Search(commands::memory::SearchArgs),
+    /// Shared tasks: create, update, query (JSON out).
+    #[command(subcommand)]
+    Tasks(commands::memory::TasksCommand),
     /// The MCP endpoint as a client sees it.
     #[command(subcommand)]
     Mcp(commands::mcp::McpCommand),
@@ -341,6 +349,9 @@ async fn dispatch(registry: &Registry, cli: Cli) -> ExitCode {
         Command::Entry(command) => finish(commands::diary::entry(&command).await),
         Command::Identity(command) => finish(commands::diary::identity(&command).await),
         Command::Continuity(command) => finish(commands::continuity::continuity(&command).await),
+        Command::Memory(command) => finish(commands::memory::memory(&command).await),
+        Command::Search(args) => finish(commands::memory::search(&args).await),
+        Command::Tasks(command) => finish(commands::memory::tasks(&command).await),
         Command::Mcp(command) => finish(commands::mcp::mcp(&command).await),
         Command::World(command) => finish(commands::world::world(&command).await),
         Command::Component(command) => finish(commands::world::component(&command).await),

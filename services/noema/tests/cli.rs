@@ -779,6 +779,77 @@ async fn cli_mcp_tools_lists_what_the_token_may_call() {
     assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
 }
 
+/// `noema memory write|read|append`, `noema search`, `noema tasks`: CogniRelay's memory files,
+/// search and tasks from the command line, answered with the original's JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_memory_search_and_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut running = start_up(&data, &dir.path().join("noema.log"));
+    let owner = std::fs::read_to_string(data.join("owner.token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let endpoint = format!("http://{}", running.grpc);
+    let client = ["--endpoint", endpoint.as_str(), "--token", owner.as_str()];
+    let json = |args: &[&str]| {
+        let out = run(noema().args(args).args(client));
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+
+    let written = json(&[
+        "memory",
+        "write",
+        "memory/core/identity.md",
+        "--content",
+        "I am agent #alpha. Blue whales.",
+    ]);
+    assert_eq!(written["committed"], true);
+    assert_eq!(written["durable"], true);
+    json(&[
+        "memory",
+        "append",
+        "memory/episodic/log.jsonl",
+        r#"{"b":1,"a":2}"#,
+    ]);
+    let read = json(&["memory", "read", "memory/episodic/log.jsonl"]);
+    assert_eq!(read["content"], "{\"b\": 1, \"a\": 2}\n");
+    let found = json(&["search", "blue whales", "--limit", "5"]);
+    assert_eq!(found["count"], 1);
+    assert_eq!(found["results"][0]["path"], "memory/core/identity.md");
+
+    let task = dir.path().join("task.json");
+    std::fs::write(
+        &task,
+        r#"{"task_id":"t-1","title":"Tag whales","owner_peer":"p"}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        json(&["tasks", "create", task.to_str().unwrap()])["path"],
+        "tasks/open/t-1.json"
+    );
+    std::fs::write(&task, r#"{"status":"done"}"#).unwrap();
+    assert_eq!(
+        json(&["tasks", "update", "t-1", task.to_str().unwrap()])["path"],
+        "tasks/done/t-1.json"
+    );
+    assert_eq!(json(&["tasks", "query", "--status", "done"])["count"], 1);
+
+    // A refusal exits non-zero with the service's message.
+    let out = run(noema()
+        .args(["memory", "read", "memory/core/missing.md"])
+        .args(client));
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("File not found"),
+        "{}",
+        text(&out.stderr)
+    );
+    sigterm(&running.child);
+    assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
+}
+
 /// `--log-format json`: every line `noema up` writes on stderr is one JSON object with a
 /// timestamp, a level and a message, from start-up to the drain after SIGTERM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

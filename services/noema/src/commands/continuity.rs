@@ -22,7 +22,7 @@ pub struct ContinuityFlags {
 }
 
 impl ContinuityFlags {
-    async fn connect(&self) -> Result<Continuity, CommandError> {
+    pub(crate) async fn connect(&self) -> Result<Continuity, CommandError> {
         let noema = self.client.connect().await?;
         Ok(match &self.tenant {
             Some(tenant) => noema.in_tenant(tenant)?.continuity(),
@@ -124,7 +124,7 @@ fn read_json(file: &PathBuf) -> Result<Value, CommandError> {
 }
 
 /// The file's bytes, unparsed: a body goes to the service exactly as written.
-fn read_bytes(file: &PathBuf) -> Result<Vec<u8>, CommandError> {
+pub(crate) fn read_bytes(file: &PathBuf) -> Result<Vec<u8>, CommandError> {
     let io = |source| CommandError::File {
         path: file.display().to_string(),
         source,
@@ -138,7 +138,7 @@ fn read_bytes(file: &PathBuf) -> Result<Vec<u8>, CommandError> {
     }
 }
 
-fn print(bytes: &[u8]) {
+pub(crate) fn print(bytes: &[u8]) {
     say(&String::from_utf8_lossy(bytes));
 }
 

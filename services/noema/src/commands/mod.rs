@@ -11,6 +11,7 @@ pub mod continuity;
 pub mod diary;
 pub mod ledger;
 pub mod mcp;
+pub mod memory;
 pub mod orchestrator;
 pub mod toys;
 pub mod world;
