@@ -46,8 +46,9 @@ pub const ALLOWED_TOP_LEVEL: [&str; 15] = [
 ];
 
 /// Paths whose content Noema keeps through their own APIs: capsules (and their tiers) live in
-/// the capsule store, the index is derived from the documents.
-pub const MANAGED_ROOTS: [&str; 2] = ["memory/continuity", "index"];
+/// the capsule store, tasks and scheduled items in theirs, the index is derived from the
+/// documents. A file written there would be invisible to those APIs.
+pub const MANAGED_ROOTS: [&str; 4] = ["memory/continuity", "memory/schedule", "tasks", "index"];
 
 /// Largest request the original accepts on write and append (`COGNIRELAY_MAX_PAYLOAD_BYTES`).
 pub const MAX_PAYLOAD_BYTES: usize = 262_144;
@@ -721,6 +722,11 @@ mod tests {
                 "index/files_index.json",
                 400,
                 "Path is managed by its own API: index",
+            ),
+            (
+                "tasks/open/t-1.json",
+                400,
+                "Path is managed by its own API: tasks",
             ),
         ];
         for (path, status, detail) in cases {
