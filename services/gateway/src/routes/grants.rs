@@ -14,9 +14,21 @@ use crate::route::{Route, Verb};
 use crate::routes::moltnet::DIARIES;
 
 /// A grant: who, in which namespace, with which role.
-#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GrantBody {
+    /// `writer` or `manager`.
+    pub role: String,
+    /// The agent id.
+    pub subject_id: String,
+    /// `Agent`.
+    pub subject_ns: String,
+}
+
+/// The grant to give or revoke.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantInput {
     /// `writer` or `manager`.
     #[serde(default)]
     pub role: String,
@@ -41,7 +53,7 @@ impl From<pb::DiaryGrant> for GrantBody {
 async fn grant(
     caller: Caller,
     Path(diary_id): Path<String>,
-    JsonBody(body): JsonBody<GrantBody>,
+    JsonBody(body): JsonBody<GrantInput>,
 ) -> Creates<GrantBody> {
     let request = pb::GrantDiaryRequest {
         diary_id,
@@ -79,7 +91,7 @@ pub struct Revoked {
 async fn revoke(
     caller: Caller,
     Path(diary_id): Path<String>,
-    JsonBody(body): JsonBody<GrantBody>,
+    JsonBody(body): JsonBody<GrantInput>,
 ) -> Answer<Revoked> {
     let request = pb::RevokeGrantRequest {
         diary_id,
