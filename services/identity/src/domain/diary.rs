@@ -180,7 +180,7 @@ pub fn require(access: Access, needed: Access) -> Result<(), IdentityError> {
         return Err(not_found());
     }
     Err(IdentityError::PermissionDenied(match needed {
-        Access::Manage => "only the diary's owner can do this".into(),
+        Access::Manage => "only the diary's owner or a manager can do this".into(),
         _ => "You do not have permission to write to this diary".into(),
     }))
 }

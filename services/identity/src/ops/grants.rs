@@ -12,9 +12,10 @@ use crate::error::IdentityError;
 impl Identity {
     /// The caller's access to the diary, `Access::None` when it does not exist.
     async fn grant_access(&self, caller: &Caller, diary_id: &str) -> Result<Access, IdentityError> {
-        match self.store.get_diary(diary_id).await? {
-            None => Ok(Access::None),
-            Some(_) => Ok(self.diary_access(caller, diary_id).await?.1),
+        match self.diary_access(caller, diary_id).await {
+            Ok((_, access)) => Ok(access),
+            Err(IdentityError::NotFound(_)) => Ok(Access::None),
+            Err(err) => Err(err),
         }
     }
 
