@@ -26,6 +26,9 @@ cluster_cases!(
     relation_walks,
     pending_signing_request_limit_says_when_to_retry,
     moltnets_public_verifiers_answer_without_a_token,
+    moltnet_grants,
+    public_feed_without_a_token,
+    tampering_breaks_the_signature_chain,
 );
 
 const SEED: &str = "nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A=";
@@ -1929,4 +1932,604 @@ async fn moltnets_public_verifiers_answer_without_a_token(cluster: &TestCluster)
     )
     .await;
     assert_eq!(status, 401);
+}
+
+/// A request without a token: (status, Cache-Control, body).
+async fn anonymous(
+    cluster: &TestCluster,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, String, Value) {
+    let client = noema_e2e::anonymous();
+    let url = format!("{}{path}", cluster.rest_url);
+    let request = match method {
+        "GET" => client.get(&url),
+        "POST" => client.post(&url),
+        "PATCH" => client.patch(&url),
+        "DELETE" => client.delete(&url),
+        other => panic!("method {other}"),
+    };
+    let request = match body {
+        Some(body) => request.json(&body),
+        None => request,
+    };
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let cache = response
+        .headers()
+        .get("cache-control")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    (status, cache, response.json().await.unwrap_or(Value::Null))
+}
+
+/// MoltNet's grants: a manager hands out writer or manager access at once; one role per
+/// subject; re-granting is idempotent, revoking too; only managers grant and revoke; no
+/// token changes nothing.
+async fn moltnet_grants(cluster: &TestCluster) {
+    let owner = agent(
+        cluster,
+        "agent:g-owner",
+        &SigningKeyPair::from_seed(&[61; 32]),
+    )
+    .await;
+    let writer = agent(
+        cluster,
+        "agent:g-writer",
+        &SigningKeyPair::from_seed(&[62; 32]),
+    )
+    .await;
+    let manager = agent(
+        cluster,
+        "agent:g-manager",
+        &SigningKeyPair::from_seed(&[63; 32]),
+    )
+    .await;
+    let helper = agent(
+        cluster,
+        "agent:g-helper",
+        &SigningKeyPair::from_seed(&[64; 32]),
+    )
+    .await;
+    let diary = new_diary(cluster, &owner, "private").await;
+    let grants = format!("/diaries/{diary}/grants");
+    let grant = |subject: &str, role: &str| json!({"subjectId": subject, "subjectNs": "Agent", "role": role});
+    let write_entry = |token: String| {
+        let path = format!("/diaries/{diary}/entries");
+        async move {
+            rest(
+                cluster,
+                &token,
+                "POST",
+                &path,
+                Some(json!({"content": "by a grantee"})),
+            )
+            .await
+            .0
+        }
+    };
+
+    // Without a token nothing is read or changed.
+    for (method, body) in [
+        ("POST", Some(grant("agent:g-writer", "writer"))),
+        ("GET", None),
+        ("DELETE", Some(grant("agent:g-writer", "writer"))),
+    ] {
+        let (status, _, error) = anonymous(cluster, method, &grants, body).await;
+        assert_eq!(status, 401, "{method} {error}");
+    }
+    let (status, listed) = rest(cluster, &owner, "GET", &grants, None).await;
+    assert_eq!((status, &listed), (200, &json!({"grants": []})));
+    assert_ne!(write_entry(writer.clone()).await, 201);
+
+    // Only managers grant, revoke or (readers) list, also for a diary that does not exist.
+    let (status, error) = rest(
+        cluster,
+        &writer,
+        "POST",
+        &grants,
+        Some(grant("agent:g-writer", "writer")),
+    )
+    .await;
+    assert_eq!(
+        (status, s(&error["detail"]).as_str()),
+        (403, "Only diary managers can grant access")
+    );
+    let (status, error) = rest(cluster, &writer, "GET", &grants, None).await;
+    assert_eq!(
+        (status, s(&error["detail"]).as_str()),
+        (403, "No read access to this diary")
+    );
+    let (status, error) = rest(
+        cluster,
+        &writer,
+        "DELETE",
+        &grants,
+        Some(grant("agent:g-writer", "writer")),
+    )
+    .await;
+    assert_eq!(
+        (status, s(&error["detail"]).as_str()),
+        (403, "Only diary managers can revoke access")
+    );
+    let missing = "/diaries/00000000-0000-4000-8000-000000000000/grants";
+    let (status, _) = rest(
+        cluster,
+        &owner,
+        "POST",
+        missing,
+        Some(grant("agent:g-writer", "writer")),
+    )
+    .await;
+    assert_eq!(status, 403);
+
+    // A writer grant lets the grantee write and read, and nothing more.
+    let (status, granted) = rest(
+        cluster,
+        &owner,
+        "POST",
+        &grants,
+        Some(grant("agent:g-writer", "writer")),
+    )
+    .await;
+    assert_eq!(
+        (status, &granted),
+        (201, &grant("agent:g-writer", "writer"))
+    );
+    assert_eq!(write_entry(writer.clone()).await, 201);
+    let (status, listed) = rest(cluster, &writer, "GET", &grants, None).await;
+    assert_eq!(
+        (status, &listed),
+        (200, &json!({"grants": [grant("agent:g-writer", "writer")]}))
+    );
+    let (status, _) = rest(
+        cluster,
+        &writer,
+        "POST",
+        &grants,
+        Some(grant("agent:g-helper", "writer")),
+    )
+    .await;
+    assert_eq!(status, 403, "a writer does not manage");
+
+    // Re-granting the same role is idempotent; another role is a conflict.
+    let (status, again) = rest(
+        cluster,
+        &owner,
+        "POST",
+        &grants,
+        Some(grant("agent:g-writer", "writer")),
+    )
+    .await;
+    assert_eq!((status, &again), (201, &grant("agent:g-writer", "writer")));
+    let (status, conflict) = rest(
+        cluster,
+        &owner,
+        "POST",
+        &grants,
+        Some(grant("agent:g-writer", "manager")),
+    )
+    .await;
+    assert_eq!(status, 409, "{conflict}");
+    assert_eq!(
+        s(&conflict["detail"]),
+        "Subject already has 'writer' access on this diary. Revoke it first."
+    );
+    assert_eq!(conflict["conflict"], json!({}));
+    let (status, error) = rest(
+        cluster,
+        &owner,
+        "POST",
+        &grants,
+        Some(json!({"subjectId": "agent:g-helper", "subjectNs": "Human", "role": "writer"})),
+    )
+    .await;
+    assert_eq!(status, 400, "{error}");
+    let (status, _) = rest(
+        cluster,
+        &owner,
+        "POST",
+        &grants,
+        Some(grant("agent:g-helper", "reader")),
+    )
+    .await;
+    assert_eq!(status, 400);
+
+    // A manager grant lets the grantee grant and revoke.
+    let (status, _) = rest(
+        cluster,
+        &owner,
+        "POST",
+        &grants,
+        Some(grant("agent:g-manager", "manager")),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (status, _) = rest(
+        cluster,
+        &manager,
+        "POST",
+        &grants,
+        Some(grant("agent:g-helper", "writer")),
+    )
+    .await;
+    assert_eq!(status, 201);
+    assert_eq!(write_entry(helper.clone()).await, 201);
+    let (status, done) = rest(
+        cluster,
+        &manager,
+        "DELETE",
+        &grants,
+        Some(grant("agent:g-helper", "writer")),
+    )
+    .await;
+    assert_eq!((status, &done), (200, &json!({"revoked": true})));
+    assert_ne!(write_entry(helper.clone()).await, 201);
+    let (_, listed) = rest(cluster, &owner, "GET", &grants, None).await;
+    let mut roles: Vec<(String, String)> = listed["grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (s(&g["subjectId"]), s(&g["role"])))
+        .collect();
+    roles.sort();
+    assert_eq!(
+        roles,
+        [
+            ("agent:g-manager".to_owned(), "manager".to_owned()),
+            ("agent:g-writer".to_owned(), "writer".to_owned())
+        ]
+    );
+
+    // Revoking is idempotent, and a revoked writer can write no more.
+    for _ in 0..2 {
+        let (status, done) = rest(
+            cluster,
+            &owner,
+            "DELETE",
+            &grants,
+            Some(grant("agent:g-writer", "writer")),
+        )
+        .await;
+        assert_eq!((status, &done), (200, &json!({"revoked": true})));
+    }
+    assert_ne!(write_entry(writer.clone()).await, 201);
+    let (_, listed) = rest(cluster, &owner, "GET", &grants, None).await;
+    assert_eq!(
+        listed,
+        json!({"grants": [grant("agent:g-manager", "manager")]})
+    );
+}
+
+/// MoltNet's public feed, without a token: only public diaries, suspicious entries only
+/// when asked for, cursor paging that walks every entry once, MoltNet's errors and cache
+/// headers; and no write route answers without a token.
+async fn public_feed_without_a_token(cluster: &TestCluster) {
+    let pair = SigningKeyPair::from_seed(&[71; 32]);
+    let token = agent(cluster, "agent:publisher", &pair).await;
+    let public = new_diary(cluster, &token, "public").await;
+    let private = new_diary(cluster, &token, "private").await;
+    let moltnet = new_diary(cluster, &token, "moltnet").await;
+    let create = |diary: &str, content: String, tags: Value| {
+        let path = format!("/diaries/{diary}/entries");
+        let token = token.clone();
+        async move {
+            let (status, e) = rest(
+                cluster,
+                &token,
+                "POST",
+                &path,
+                Some(json!({"content": content, "tags": tags})),
+            )
+            .await;
+            assert_eq!(status, 201, "{e}");
+            s(&e["id"])
+        }
+    };
+    let mut public_ids = Vec::new();
+    for n in 0..7 {
+        let tags = if n % 2 == 0 {
+            json!(["even"])
+        } else {
+            json!(null)
+        };
+        public_ids.push(create(&public, format!("public harbour note {n}"), tags).await);
+    }
+    let private_id = create(&private, "private harbour note".into(), json!(["even"])).await;
+    create(&moltnet, "moltnet harbour note".into(), json!(["even"])).await;
+    let suspicious = public_ids[3].clone();
+    let (status, _) = rest(
+        cluster,
+        &token,
+        "PATCH",
+        &format!("/entries/{suspicious}"),
+        Some(json!({"injectionRisk": true})),
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    // Newest first: the entries of the public diary only, the suspicious one hidden.
+    let (status, cache, feed) = anonymous(cluster, "GET", "/public/feed", None).await;
+    assert_eq!(
+        (status, cache.as_str()),
+        (200, "public, max-age=300"),
+        "{feed}"
+    );
+    assert_eq!(feed["nextCursor"], Value::Null);
+    let ids = |page: &Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| s(&e["id"]))
+            .collect()
+    };
+    let newest_first: Vec<String> = public_ids.iter().rev().cloned().collect();
+    let unsuspicious: Vec<String> = newest_first
+        .iter()
+        .filter(|id| **id != suspicious)
+        .cloned()
+        .collect();
+    assert_eq!(ids(&feed), unsuspicious);
+    let first = &feed["items"][0];
+    assert_eq!(
+        first["author"],
+        json!({"fingerprint": pair.public_key().fingerprint(), "publicKey": pair.public_key().to_prefixed()})
+    );
+    assert_eq!(
+        (
+            first["content"].clone(),
+            first["tags"].clone(),
+            first["title"].clone()
+        ),
+        (json!("public harbour note 6"), json!(["even"]), Value::Null)
+    );
+    assert_eq!(feed["items"][1]["tags"], Value::Null);
+    let (_, _, everything) =
+        anonymous(cluster, "GET", "/public/feed?includeSuspicious=true", None).await;
+    assert_eq!(ids(&everything), newest_first);
+    let (_, _, tagged) = anonymous(
+        cluster,
+        "GET",
+        "/public/feed?tag=even&includeSuspicious=true",
+        None,
+    )
+    .await;
+    assert_eq!(
+        ids(&tagged),
+        newest_first
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 0)
+            .map(|(_, id)| id.clone())
+            .collect::<Vec<_>>()
+    );
+
+    // Paging by cursor walks every entry exactly once, in order.
+    let mut walked = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/public/feed?limit=2&includeSuspicious=true&cursor={c}"),
+            None => "/public/feed?limit=2&includeSuspicious=true".to_owned(),
+        };
+        let (status, _, page) = anonymous(cluster, "GET", &path, None).await;
+        assert_eq!(status, 200, "{page}");
+        walked.extend(ids(&page));
+        pages += 1;
+        match page["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+        assert!(pages < 10, "the cursor does not advance");
+    }
+    assert_eq!(pages, 4);
+    assert_eq!(walked, newest_first);
+
+    // MoltNet's refusals.
+    for bad in [
+        "cursor=bm90LWEtY3Vyc29y",
+        "cursor=%25%25",
+        "limit=101",
+        "limit=0",
+    ] {
+        let (status, _, error) =
+            anonymous(cluster, "GET", &format!("/public/feed?{bad}"), None).await;
+        assert_eq!(status, 400, "{bad}: {error}");
+        if bad.starts_with("cursor") {
+            assert_eq!(s(&error["detail"]), "Invalid cursor", "{bad}");
+        }
+    }
+
+    // One entry: any entry of a public diary, none of another.
+    let (status, cache, one) =
+        anonymous(cluster, "GET", &format!("/public/entry/{suspicious}"), None).await;
+    assert_eq!(
+        (status, cache.as_str()),
+        (200, "public, max-age=3600"),
+        "{one}"
+    );
+    assert_eq!(
+        (one["id"].clone(), one["injectionRisk"].clone()),
+        (json!(suspicious), json!(true))
+    );
+    assert_eq!(one["entryType"], "semantic");
+    for hidden in [private_id.as_str(), "00000000-0000-4000-8000-000000000000"] {
+        let (status, _, error) =
+            anonymous(cluster, "GET", &format!("/public/entry/{hidden}"), None).await;
+        assert_eq!(
+            (status, s(&error["detail"]).as_str()),
+            (404, "Entry not found"),
+            "{error}"
+        );
+    }
+
+    // Search: public diaries only, the query echoed.
+    let (status, cache, found) = anonymous(
+        cluster,
+        "GET",
+        "/public/feed/search?q=harbour&limit=50",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, cache.as_str()),
+        (200, "public, max-age=60"),
+        "{found}"
+    );
+    assert_eq!(found["query"], "harbour");
+    let mut found_ids = ids(&found);
+    found_ids.sort();
+    let mut expected = unsuspicious.clone();
+    expected.sort();
+    assert_eq!(found_ids, expected);
+    let (status, _, _) = anonymous(cluster, "GET", "/public/feed/search?q=h", None).await;
+    assert_eq!(status, 400);
+
+    // No route that writes answers without a token, and nothing changed.
+    let entry = &public_ids[0];
+    for (method, path, body) in [
+        ("POST", "/diaries".to_owned(), json!({"name": "anonymous"})),
+        (
+            "PATCH",
+            format!("/diaries/{public}"),
+            json!({"name": "renamed"}),
+        ),
+        ("DELETE", format!("/diaries/{public}"), json!({})),
+        (
+            "POST",
+            format!("/diaries/{public}/entries"),
+            json!({"content": "anonymous"}),
+        ),
+        (
+            "PATCH",
+            format!("/entries/{entry}"),
+            json!({"content": "edited"}),
+        ),
+        ("DELETE", format!("/entries/{entry}"), json!({})),
+        ("DELETE", "/entries".to_owned(), json!({"ids": [entry]})),
+        (
+            "POST",
+            format!("/diaries/{public}/grants"),
+            json!({"subjectId": "agent:x", "subjectNs": "Agent", "role": "writer"}),
+        ),
+        (
+            "DELETE",
+            format!("/diaries/{public}/grants"),
+            json!({"subjectId": "agent:x", "subjectNs": "Agent", "role": "writer"}),
+        ),
+        (
+            "POST",
+            format!("/diaries/{public}/shares"),
+            json!({"agentId": "agent:x", "role": "writer"}),
+        ),
+        (
+            "POST",
+            format!("/entries/{entry}/relations"),
+            json!({"targetId": public_ids[1], "relation": "references"}),
+        ),
+    ] {
+        let (status, _, error) = anonymous(cluster, method, &path, Some(body)).await;
+        assert_eq!(status, 401, "{method} {path}: {error}");
+    }
+    let (_, _, after) =
+        anonymous(cluster, "GET", "/public/feed?includeSuspicious=true", None).await;
+    assert_eq!(ids(&after), newest_first);
+    assert_eq!(after["items"][6]["content"], "public harbour note 0");
+}
+
+/// The signature chain catches what someone with database access does under the service:
+/// a signed entry edited in place (its CID left as it was, or changed) or deleted.
+async fn tampering_breaks_the_signature_chain(cluster: &TestCluster) {
+    let spec = cluster.registry.get("identity").unwrap();
+    let url = cluster.config().database_url(spec);
+    let db = noema_store::Database::connect(&url).await.unwrap();
+    // The immutability triggers stand in the way; an intruder removes them first.
+    match &db {
+        noema_store::Database::Sqlite(pool) => {
+            for trigger in [
+                "prevent_signed_content_update",
+                "prevent_signed_entry_deletion",
+            ] {
+                sqlx::query(&format!("DROP TRIGGER {trigger}"))
+                    .execute(pool)
+                    .await
+                    .unwrap();
+            }
+        }
+        noema_store::Database::Postgres(pool) => {
+            sqlx::query("ALTER TABLE diary_entries DISABLE TRIGGER USER")
+                .execute(pool)
+                .await
+                .unwrap();
+        }
+    }
+    let tamper = |sql: String| {
+        let db = db.clone();
+        async move {
+            let done = match &db {
+                noema_store::Database::Sqlite(pool) => sqlx::query(&sql)
+                    .execute(pool)
+                    .await
+                    .unwrap()
+                    .rows_affected(),
+                noema_store::Database::Postgres(pool) => sqlx::query(&sql)
+                    .execute(pool)
+                    .await
+                    .unwrap()
+                    .rows_affected(),
+            };
+            assert_eq!(done, 1, "{sql}");
+        }
+    };
+    let cases = [
+        (
+            "content",
+            "UPDATE diary_entries SET content = 'rewritten' WHERE id = '{id}'",
+        ),
+        (
+            "hash",
+            "UPDATE diary_entries SET content = 'rewritten', content_hash = 'bafkreiaaaa' WHERE id = '{id}'",
+        ),
+        ("middle", "DELETE FROM diary_entries WHERE id = '{id}'"),
+        ("newest", "DELETE FROM diary_entries WHERE id = '{id}'"),
+    ];
+    for (n, (case, edit)) in cases.iter().enumerate() {
+        let agent_id = format!("agent:chain-{case}");
+        let pair = SigningKeyPair::from_seed(&[80 + u8::try_from(n).unwrap(); 32]);
+        let token = agent(cluster, &agent_id, &pair).await;
+        let mut grpc = grpc_as(cluster, &token).await;
+        let diary = new_diary(cluster, &token, "private").await;
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            ids.push(make_entry(&mut grpc, &diary, "semantic", true, &pair).await);
+        }
+        let chain_path = format!("/v1/agents/{agent_id}/signature-chain");
+        let (status, chain) = rest(cluster, &token, "GET", &chain_path, None).await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            (chain["valid"].clone(), chain["length"].clone()),
+            (json!(true), json!(3)),
+            "{case}: {chain}"
+        );
+
+        let target = if *case == "newest" { &ids[2] } else { &ids[1] };
+        tamper(edit.replace("{id}", target)).await;
+        let (status, chain) = rest(cluster, &token, "GET", &chain_path, None).await;
+        assert_eq!(status, 200);
+        assert_eq!(chain["valid"], false, "{case}: {chain}");
+        let problems = chain["problems"].as_array().unwrap();
+        assert!(!problems.is_empty(), "{case}: {chain}");
+        if *case != "newest" {
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| s(p).contains(target.as_str()) || s(p).contains(ids[2].as_str())),
+                "{case}: the problems name the broken link: {chain}"
+            );
+        }
+    }
 }

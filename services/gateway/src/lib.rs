@@ -118,6 +118,8 @@ pub fn route_table() -> Vec<route::Route> {
     routes.extend(routes::ledger::routes());
     routes.extend(routes::ledger_objects::routes());
     routes.extend(routes::diaries::routes());
+    routes.extend(routes::grants::routes());
+    routes.extend(routes::feed::routes());
     routes.extend(routes::entries::routes());
     routes.extend(routes::signing::routes());
     routes.extend(routes::relations::routes());

@@ -3,7 +3,7 @@
 
 use axum::body::Body;
 use axum::http::StatusCode;
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -19,6 +19,29 @@ pub type Answer<T> = Result<GoJson<T>, ApiError>;
 pub type Creates<T> = Result<Created<T>, ApiError>;
 
 impl<T: JsonSchema> Reply for GoJson<T> {
+    fn document(doc: &mut OperationDoc, schemas: &mut Schemas) {
+        doc.json_response::<T>(schemas, 200, "OK");
+    }
+}
+
+/// 200 with a body that shared caches may keep for `max_age` seconds (MoltNet's public
+/// routes: `Cache-Control: public, max-age=N`).
+pub struct Cached<T> {
+    pub max_age: u32,
+    pub body: T,
+}
+
+/// A handler's result that may be cached publicly.
+pub type CachedAnswer<T> = Result<Cached<T>, ApiError>;
+
+impl<T: Serialize> IntoResponse for Cached<T> {
+    fn into_response(self) -> Response {
+        let cache = format!("public, max-age={}", self.max_age);
+        ([(CACHE_CONTROL, cache)], GoJson(self.body)).into_response()
+    }
+}
+
+impl<T: JsonSchema> Reply for Cached<T> {
     fn document(doc: &mut OperationDoc, schemas: &mut Schemas) {
         doc.json_response::<T>(schemas, 200, "OK");
     }

@@ -1,6 +1,7 @@
 //! MoltNet's diaries (`shared/compat/moltnet.md` §2, §6): create, list, read, change and
-//! delete; Noema's reader/writer shares on their own paths (they replace MoltNet's
-//! grants); a diary's tag counts; full-text search over entries.
+//! delete; Noema's reader/writer invitations (shares) on their own paths, MoltNet's
+//! grants being served over the same shares (`routes::grants`); a diary's tag counts;
+//! full-text search over entries.
 //!
 //! `x-moltnet-team-id` is accepted and stored on new diaries; it grants nothing:
 //! authorisation follows the seed's owner / shares / visibility model.

@@ -6,6 +6,8 @@ pub mod continuity;
 pub mod diaries;
 pub mod discovery;
 pub mod entries;
+pub mod feed;
+pub mod grants;
 pub mod help;
 pub mod identity;
 pub mod ledger;

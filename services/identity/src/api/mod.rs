@@ -6,6 +6,8 @@ mod agents;
 mod chain;
 mod diaries;
 mod entries;
+mod feed;
+mod grants;
 mod relations;
 mod signing_requests;
 mod tokens;
@@ -128,6 +130,16 @@ serve! {
             respond_to_share(pb::RespondToShareRequest) -> pb::DiaryShare;
             revoke_share(pb::RevokeShareRequest) -> pb::DiaryShare;
             list_shares(pb::ListSharesRequest) -> pb::ListSharesResponse;
+        }
+        grants {
+            grant_diary(pb::GrantDiaryRequest) -> pb::DiaryGrant;
+            list_grants(pb::ListGrantsRequest) -> pb::ListGrantsResponse;
+            revoke_grant(pb::RevokeGrantRequest) -> pb::RevokeGrantResponse;
+        }
+        feed {
+            list_public_feed(pb::ListPublicFeedRequest) -> pb::ListPublicFeedResponse;
+            search_public_feed(pb::SearchPublicFeedRequest) -> pb::SearchPublicFeedResponse;
+            get_public_entry(pb::GetPublicEntryRequest) -> pb::PublicEntry;
         }
         entries {
             create_entry(pb::CreateEntryRequest) -> pb::Entry;

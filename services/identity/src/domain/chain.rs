@@ -2,7 +2,9 @@
 //! of its signer's previous chain link, so deleting or reordering a signed entry breaks
 //! the chain. A link's hash is SHA-256 over the RFC 8785 form of
 //! `{"agent","cid","entry","prev","seq","signature","v":"noema:signature-chain:v1"}`, and
-//! the newest link is also kept as the agent's chain head.
+//! the newest link is also kept as the agent's chain head. Verifying also recomputes each
+//! linked entry's CID from its stored type, title, content and tags, so an entry edited
+//! under the service (its CID left as it was) breaks the chain too.
 
 use noema_core::content_id::ContentId;
 
@@ -19,6 +21,9 @@ pub struct Link {
     pub seq: u64,
     pub prev: String,
     pub hash: String,
+    /// The CID of the entry's stored type, title, content and tags, recomputed when read
+    /// (equal to `content_hash` unless the row was edited under the service).
+    pub content_cid: String,
 }
 
 /// The hash of a link: `sha256:<hex>`.
@@ -62,6 +67,7 @@ pub fn next_link(
         seq,
         prev: prev.clone(),
         hash: link_hash(agent_id, seq, entry_id, content_hash, signature, &prev)?,
+        content_cid: content_hash.to_owned(),
     })
 }
 
@@ -99,6 +105,13 @@ pub fn verify(agent_id: &str, links: &[Link], head: Option<(u64, String)>) -> Ve
                 "entry {} (position {}) has a chain hash that does not match its content",
                 link.entry_id, link.seq
             )),
+        }
+        if link.content_cid != link.content_hash {
+            problems.push(format!(
+                "entry {} (position {}) no longer matches its signed content hash: its stored \
+                 content was changed",
+                link.entry_id, link.seq
+            ));
         }
         expected_prev = link.hash.clone();
     }
@@ -166,5 +179,15 @@ mod tests {
         swapped[1].seq = s2;
         swapped[2].seq = s1;
         assert!(!verify("a", &swapped, h).is_empty());
+    }
+
+    #[test]
+    fn an_entry_edited_under_its_hash_is_detected() {
+        let mut links = chain(3);
+        let h = head(&links);
+        links[1].content_cid = "bafkother".into();
+        let problems = verify("a", &links, h);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("e1"), "{problems:?}");
     }
 }

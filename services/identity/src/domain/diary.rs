@@ -14,7 +14,8 @@ pub enum Visibility {
     Private,
     /// Any authenticated agent may read.
     Moltnet,
-    /// Anyone may read (Noema has no unauthenticated access: any token).
+    /// Any authenticated agent may read, and anyone without a token through the
+    /// read-only public feed.
     Public,
 }
 
@@ -48,6 +49,8 @@ impl Visibility {
 pub enum ShareRole {
     Reader,
     Writer,
+    /// MoltNet's grant role that manages the diary (and its grants) like its owner.
+    Manager,
 }
 
 impl ShareRole {
@@ -55,6 +58,7 @@ impl ShareRole {
         match self {
             ShareRole::Reader => "reader",
             ShareRole::Writer => "writer",
+            ShareRole::Manager => "manager",
         }
     }
 
@@ -62,8 +66,9 @@ impl ShareRole {
         match text {
             "reader" => Ok(ShareRole::Reader),
             "writer" => Ok(ShareRole::Writer),
+            "manager" => Ok(ShareRole::Manager),
             other => Err(IdentityError::InvalidArgument(format!(
-                "role {other:?} is not one of reader, writer"
+                "role {other:?} is not one of reader, writer, manager"
             ))),
         }
     }
@@ -129,7 +134,7 @@ pub enum Access {
     None,
     Read,
     Write,
-    /// Owner (or superuser): manage the diary and its shares.
+    /// Owner, manager grant (or superuser): manage the diary and its shares.
     Manage,
 }
 
@@ -148,6 +153,7 @@ pub fn access(caller: &Caller, diary: &Diary, share: Option<&Share>) -> Access {
     }
     let from_share = match share {
         Some(s) if s.status == ShareStatus::Accepted && s.agent_id == caller.id => match s.role {
+            ShareRole::Manager => Access::Manage,
             ShareRole::Writer => Access::Write,
             ShareRole::Reader => Access::Read,
         },
@@ -174,7 +180,7 @@ pub fn require(access: Access, needed: Access) -> Result<(), IdentityError> {
         return Err(not_found());
     }
     Err(IdentityError::PermissionDenied(match needed {
-        Access::Manage => "only the diary's owner can do this".into(),
+        Access::Manage => "only the diary's owner or a manager can do this".into(),
         _ => "You do not have permission to write to this diary".into(),
     }))
 }
@@ -292,6 +298,8 @@ mod tests {
         assert_eq!(access(&other, &private, Some(&reader)), Access::Read);
         let writer = share(ShareRole::Writer, ShareStatus::Accepted);
         assert_eq!(access(&other, &private, Some(&writer)), Access::Write);
+        let manager = share(ShareRole::Manager, ShareStatus::Accepted);
+        assert_eq!(access(&other, &private, Some(&manager)), Access::Manage);
         for status in [
             ShareStatus::Pending,
             ShareStatus::Declined,

@@ -5,6 +5,8 @@ pub mod bulk;
 pub mod chain;
 pub mod diary;
 pub mod entry;
+pub mod feed;
+pub mod grant;
 pub mod input;
 pub mod relation;
 pub mod search;

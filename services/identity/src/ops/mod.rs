@@ -10,6 +10,8 @@ mod agents;
 mod chain;
 mod diaries;
 mod entries;
+mod feed;
+mod grants;
 mod relations;
 mod signing_requests;
 mod tokens;

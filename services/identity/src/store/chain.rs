@@ -5,13 +5,19 @@ use noema_store::sql::{Conn, Engine, query};
 use noema_store::with_pool;
 use time::OffsetDateTime;
 
+use super::entries::tags_from_text;
 use super::{IdentityStore, signed, unsigned};
 use crate::domain::chain::{self, Link};
+use crate::domain::entry::{self, EntryType};
 use crate::error::IdentityError;
 
 #[derive(sqlx::FromRow)]
 struct LinkRow {
     id: String,
+    entry_type: String,
+    title: Option<String>,
+    content: String,
+    tags: Option<String>,
     content_hash: String,
     content_signature: Option<String>,
     chain_seq: i64,
@@ -19,16 +25,26 @@ struct LinkRow {
     chain_hash: Option<String>,
 }
 
-impl From<LinkRow> for Link {
-    fn from(row: LinkRow) -> Link {
-        Link {
+impl TryFrom<LinkRow> for Link {
+    type Error = IdentityError;
+
+    fn try_from(row: LinkRow) -> Result<Link, IdentityError> {
+        let tags = tags_from_text(row.tags)?;
+        let content_cid = entry::content_hash(
+            EntryType::from_stored(&row.entry_type)?,
+            row.title.as_deref(),
+            &row.content,
+            tags.as_deref(),
+        );
+        Ok(Link {
             entry_id: row.id,
             content_hash: row.content_hash,
             signature: row.content_signature.unwrap_or_default(),
             seq: unsigned(row.chain_seq),
             prev: row.chain_prev.unwrap_or_default(),
             hash: row.chain_hash.unwrap_or_default(),
-        }
+            content_cid,
+        })
     }
 }
 
@@ -79,7 +95,7 @@ impl IdentityStore {
     ) -> Result<(Vec<Link>, Option<(u64, String)>), IdentityError> {
         with_pool!(&self.db, |pool| {
             let rows: Vec<LinkRow> = query(
-                "SELECT id, content_hash, content_signature, chain_seq, chain_prev, chain_hash \
+                "SELECT id, entry_type, title, content, tags, content_hash, content_signature, chain_seq, chain_prev, chain_hash \
                  FROM diary_entries WHERE signed_by = $1 AND chain_seq IS NOT NULL \
                  ORDER BY chain_seq, id",
             )
@@ -87,7 +103,11 @@ impl IdentityStore {
             .fetch_all(pool)
             .await?;
             let head = head(pool, agent_id).await?;
-            Ok((rows.into_iter().map(Link::from).collect(), head))
+            let links = rows
+                .into_iter()
+                .map(Link::try_from)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((links, head))
         })
     }
 }

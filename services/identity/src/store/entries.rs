@@ -121,7 +121,7 @@ impl TryFrom<EntryRow> for Entry {
     }
 }
 
-fn tags_from_text(text: Option<String>) -> Result<Option<Vec<String>>, IdentityError> {
+pub(super) fn tags_from_text(text: Option<String>) -> Result<Option<Vec<String>>, IdentityError> {
     text.map(|t| {
         serde_json::from_str(&t).map_err(|e| IdentityError::Corrupt(format!("entry tags: {e}")))
     })
@@ -133,7 +133,7 @@ fn tags_to_text(tags: Option<&Vec<String>>) -> Option<String> {
 }
 
 /// The rows of `e.tags` as `j.value`.
-fn tag_rows(backend: Backend) -> &'static str {
+pub(super) fn tag_rows(backend: Backend) -> &'static str {
     match backend {
         Backend::Sqlite => "json_each(e.tags) AS j",
         Backend::Postgres => "jsonb_array_elements_text(e.tags::jsonb) AS j(value)",
@@ -142,7 +142,7 @@ fn tag_rows(backend: Backend) -> &'static str {
 
 /// SQLite ranks matches in a joined FTS5 query; Postgres filters and ranks on the
 /// entry's own `search_vector`.
-fn push_fts_join<D: Engine>(qb: &mut Builder<'_, D>, query: &str) {
+pub(super) fn push_fts_join<D: Engine>(qb: &mut Builder<'_, D>, query: &str) {
     if D::BACKEND == Backend::Sqlite {
         qb.push(
             " JOIN (SELECT entry_id, bm25(diary_entries_fts) AS score FROM diary_entries_fts \
@@ -153,7 +153,7 @@ fn push_fts_join<D: Engine>(qb: &mut Builder<'_, D>, query: &str) {
     }
 }
 
-fn push_fts_where<D: Engine>(qb: &mut Builder<'_, D>, query: &str) {
+pub(super) fn push_fts_where<D: Engine>(qb: &mut Builder<'_, D>, query: &str) {
     if D::BACKEND == Backend::Postgres {
         qb.push(" AND e.search_vector @@ plainto_tsquery('english', ");
         qb.push_bind(query.to_owned());
@@ -161,7 +161,7 @@ fn push_fts_where<D: Engine>(qb: &mut Builder<'_, D>, query: &str) {
     }
 }
 
-fn push_fts_order<D: Engine>(qb: &mut Builder<'_, D>, query: &str) {
+pub(super) fn push_fts_order<D: Engine>(qb: &mut Builder<'_, D>, query: &str) {
     match D::BACKEND {
         Backend::Sqlite => {
             qb.push(" ORDER BY f.score ASC, e.created_at DESC, e.id DESC");
@@ -175,7 +175,7 @@ fn push_fts_order<D: Engine>(qb: &mut Builder<'_, D>, query: &str) {
 }
 
 /// The `WHERE` clause of an entry list.
-fn push_filters<'a, D: Engine>(qb: &mut Builder<'a, D>, filter: &'a EntryFilter) {
+pub(super) fn push_filters<'a, D: Engine>(qb: &mut Builder<'a, D>, filter: &'a EntryFilter) {
     qb.push(" WHERE 1 = 1");
     if let Some(diary_id) = &filter.diary_id {
         qb.push(" AND e.diary_id = ").push_bind(diary_id.as_str());

@@ -7,6 +7,7 @@ mod agents;
 mod chain;
 mod diaries;
 mod entries;
+mod feed;
 mod relations;
 mod signing_requests;
 mod tokens;
