@@ -414,7 +414,7 @@ async fn list_components(
     Path(kind): Path<String>,
     RepeatedQuery(query): RepeatedQuery<PageQuery>,
 ) -> Answer<ComponentList> {
-    list(&caller, Kind::parse(&kind)?, &query).await
+    list(&caller, authorised_kind(&caller, &kind).await?, &query).await
 }
 
 async fn get_component(
@@ -422,7 +422,7 @@ async fn get_component(
     Path((kind, hash)): Path<(String, String)>,
     RepeatedQuery(query): RepeatedQuery<FormatQuery>,
 ) -> Answer<ComponentBody> {
-    get(&caller, Kind::parse(&kind)?, hash, &query).await
+    get(&caller, authorised_kind(&caller, &kind).await?, hash, &query).await
 }
 
 async fn list_uses_of(
@@ -430,7 +430,25 @@ async fn list_uses_of(
     Path((kind, hash)): Path<(String, String)>,
     RepeatedQuery(query): RepeatedQuery<FormatQuery>,
 ) -> Answer<UsesBody> {
-    uses(&caller, Kind::parse(&kind)?, hash, &query).await
+    uses(&caller, authorised_kind(&caller, &kind).await?, hash, &query).await
+}
+
+/// The component kind named in a path. An unknown kind is refused only after the world
+/// service has authorised the caller (every kind-generic route needs `world:read`), so a
+/// token without the scope learns 403, not which kinds exist.
+async fn authorised_kind(caller: &Caller, name: &str) -> Result<Kind, ApiError> {
+    let refusal = match Kind::parse(name) {
+        Ok(kind) => return Ok(kind),
+        Err(refusal) => refusal,
+    };
+    let probe = pb::ListComponentsRequest {
+        kind: pb::ComponentKind::Unspecified.into(),
+        page: None,
+    };
+    match caller.world().list_components(caller.request(probe)).await {
+        Err(status) if status.code() != tonic::Code::InvalidArgument => Err(status.into()),
+        _ => Err(refusal),
+    }
 }
 
 async fn world_patch_schema(
