@@ -422,7 +422,13 @@ async fn get_component(
     Path((kind, hash)): Path<(String, String)>,
     RepeatedQuery(query): RepeatedQuery<FormatQuery>,
 ) -> Answer<ComponentBody> {
-    get(&caller, authorised_kind(&caller, &kind).await?, hash, &query).await
+    get(
+        &caller,
+        authorised_kind(&caller, &kind).await?,
+        hash,
+        &query,
+    )
+    .await
 }
 
 async fn list_uses_of(
@@ -430,7 +436,13 @@ async fn list_uses_of(
     Path((kind, hash)): Path<(String, String)>,
     RepeatedQuery(query): RepeatedQuery<FormatQuery>,
 ) -> Answer<UsesBody> {
-    uses(&caller, authorised_kind(&caller, &kind).await?, hash, &query).await
+    uses(
+        &caller,
+        authorised_kind(&caller, &kind).await?,
+        hash,
+        &query,
+    )
+    .await
 }
 
 /// The component kind named in a path. An unknown kind is refused only after the world
