@@ -100,7 +100,7 @@ async fn answers_as_cognirelay_does(cluster: &TestCluster) {
     assert!(compared >= 50, "only {compared} cases");
 
     // The capsule the cases wrote (created, then patched) has a two-revision chain.
-    let history: Value = client
+    let history: Value = client_as(&cluster.owner_token)
         .get(format!(
             "{}/v1/continuity/history?subject_kind=user&subject_id=alice&include_capsules=true",
             cluster.rest_url
@@ -265,38 +265,63 @@ async fn tokens_of_one_tenant_share_its_capsules(cluster: &TestCluster) {
 /// whatever it claims: `forward::is_local_client`'s unit test, which has one.)
 async fn ops_run_is_local_only(cluster: &TestCluster) {
     let owner = &cluster.owner_token;
-    let job = r#"{"job_id":"continuity_retention_apply","arguments":{}}"#;
-    let (status, ran) = post(cluster, owner, "/v1/ops/run", job).await;
-    assert_eq!(status, 200, "{ran}");
-    let ran = json_of(&ran);
-    assert_eq!(ran["local_only"], true);
-    assert_eq!(ran["job_id"], "continuity_retention_apply");
-
-    let remote = |header: &'static str| {
-        client_as(owner)
+    let (status, body) = post(cluster, owner, "/v1/continuity/upsert", &alice_upsert()).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, archived) = post(
+        cluster,
+        owner,
+        "/v1/continuity/archive",
+        r#"{"subject_kind":"user","subject_id":"alice","reason":"wrapped up"}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{archived}");
+    let path = json_of(&archived)["archived_path"].clone();
+    let job =
+        |job: &str| json!({"job_id": job, "arguments": {"source_archive_path": path}}).to_string();
+    let run = |job: String, header: Option<(&'static str, &'static str)>| {
+        let mut request = client_as(owner)
             .post(format!("{}/v1/ops/run", cluster.rest_url))
             .header("content-type", "application/json")
-            .header(header, "192.0.2.10")
-            .body(job)
+            .body(job);
+        if let Some((name, value)) = header {
+            request = request.header(name, value);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
     };
+    let (status, stored) = run(job("continuity_cold_store"), None).await;
+    assert_eq!(status, 200, "{stored}");
+    let stored = json_of(&stored);
+    assert_eq!(stored["local_only"], true);
+    assert_eq!(stored["job_id"], "continuity_cold_store");
+
+    // A local proxy forwarding a remote client: CogniRelay's 403, and nothing moves.
     for header in ["x-forwarded-for", "x-real-ip"] {
-        let response = remote(header).send().await.unwrap();
-        assert_eq!(response.status().as_u16(), 403, "{header}");
+        let (status, refused) = run(
+            job("continuity_cold_rehydrate"),
+            Some((header, "192.0.2.10")),
+        )
+        .await;
         assert_eq!(
-            response.text().await.unwrap(),
-            r#"{"detail":"Host ops endpoints are local-only"}"#
+            (status, refused.as_str()),
+            (403, r#"{"detail":"Host ops endpoints are local-only"}"#),
+            "{header}"
         );
     }
-    // A proxy naming a loopback client keeps the call local.
-    let response = client_as(owner)
-        .post(format!("{}/v1/ops/run", cluster.rest_url))
-        .header("content-type", "application/json")
-        .header("x-forwarded-for", "127.0.0.1")
-        .body(job)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
+    // A proxy naming a loopback client keeps the call local: the archive is still cold.
+    let (status, rehydrated) = run(
+        job("continuity_cold_rehydrate"),
+        Some(("x-forwarded-for", "127.0.0.1")),
+    )
+    .await;
+    assert_eq!(status, 200, "{rehydrated}");
+    assert_eq!(
+        json_of(&rehydrated)["job_result"]["restored_archive_path"],
+        path
+    );
+
     // Without the scope, the scope is what a remote caller hears first.
     let reader = cluster
         .issue_token("agent:ops-reader", &["read:files"])
@@ -306,7 +331,7 @@ async fn ops_run_is_local_only(cluster: &TestCluster) {
         .post(format!("{}/v1/ops/run", cluster.rest_url))
         .header("content-type", "application/json")
         .header("x-forwarded-for", "192.0.2.10")
-        .body(job)
+        .body(job("continuity_cold_store"))
         .send()
         .await
         .unwrap();
@@ -339,25 +364,25 @@ async fn the_backup_drill_reports_a_corrupted_archive(cluster: &TestCluster) {
 
     let (status, created) = post(cluster, owner, "/v1/backup/create", "{}").await;
     assert_eq!(status, 200, "{created}");
-    let created = json_of(&created);
-    let keys: Vec<&str> = created
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(
-        keys,
-        [
-            "ok",
-            "backup_id",
-            "backup_path",
-            "manifest_path",
-            "committed_files",
-            "latest_commit",
-            "continuity_counts"
-        ]
+    // The original's key order.
+    let at: Vec<usize> = [
+        "ok",
+        "backup_id",
+        "backup_path",
+        "manifest_path",
+        "committed_files",
+        "latest_commit",
+        "continuity_counts",
+    ]
+    .iter()
+    .map(|key| created.find(&format!("\"{key}\":")).unwrap())
+    .collect();
+    assert!(at.is_sorted(), "{created}");
+    assert!(
+        created.contains(r#""committed_files":[],"latest_commit":null,"#),
+        "{created}"
     );
+    let created = json_of(&created);
     assert!(
         created["backup_id"]
             .as_str()

@@ -14,7 +14,8 @@ use noema_core::ErrorCode;
 use noema_core::scopes::TENANT_METADATA;
 use noema_proto::continuity::v1 as pb;
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::continuity::{Original, authorise_ops, call, invalid_envelope, original};
@@ -110,19 +111,86 @@ fn bad_request(detail: &str) -> ApiError {
     )
 }
 
-/// The drill: `{"continuity_counts", "continuity_validation"}` of every tenant (a
-/// superuser, as the original's `admin:peers`), or of the tenant the caller names with
-/// `x-noema-tenant` (its own with `continuity:admin`, any with `admin:peers`).
-async fn check(caller: &Caller) -> Result<Map<String, Value>, ApiError> {
+/// What `CheckArtifacts` answers, its blocks kept as the service wrote them (the
+/// original's key order).
+#[derive(Debug, Deserialize)]
+struct Drill {
+    continuity_counts: Box<RawValue>,
+    continuity_validation: Box<RawValue>,
+}
+
+/// The drill of every tenant (a superuser, as the original's `admin:peers`), or of the
+/// tenant the caller names with `x-noema-tenant` (its own with `continuity:admin`, any
+/// with `admin:peers`).
+async fn check(caller: &Caller) -> Result<Drill, ApiError> {
     let all_tenants = caller.header(TENANT_METADATA).is_empty();
     let (mut client, request) = call(caller, pb::CheckArtifactsRequest { all_tenants });
     let body = client.check_artifacts(request).await?.into_inner().body;
-    serde_json::from_slice(&body).map_err(|_| {
-        ApiError(noema_core::Failure::new(
-            ErrorCode::Internal,
-            "the artifact check is not JSON",
-        ))
-    })
+    serde_json::from_slice(&body).map_err(|_| internal("the artifact check is not JSON"))
+}
+
+fn internal(message: &str) -> ApiError {
+    ApiError(noema_core::Failure::new(ErrorCode::Internal, message))
+}
+
+/// The answer of `POST /v1/backup/create`, in the original's key order.
+#[derive(Debug, Serialize)]
+struct Created<'a> {
+    ok: bool,
+    backup_id: &'a str,
+    backup_path: String,
+    manifest_path: String,
+    /// Empty: nothing is written (Noema's backup of record is `noema backup`).
+    committed_files: [(); 0],
+    latest_commit: (),
+    #[serde(skip_serializing_if = "Option::is_none")]
+    continuity_counts: Option<&'a RawValue>,
+}
+
+/// The answer of `POST /v1/backup/restore-test`, in the original's key order.
+#[derive(Debug, Serialize)]
+struct RestoreTested<'a> {
+    ok: bool,
+    backup_path: &'a str,
+    extracted_files: u64,
+    extracted_prefixes: Vec<&'static str>,
+    /// Null: Noema keeps no file index to rebuild.
+    index_validation: (),
+    continuity_validation: Option<&'a RawValue>,
+    artifact_history_validation: HistoryValidation,
+    segment_history_validation: SegmentValidation,
+    registry_history_validation: HistoryValidation,
+}
+
+/// An artifact or registry history validation in the original's shape, with nothing to
+/// check: Noema keeps no such history files.
+#[derive(Debug, Default, Serialize)]
+struct HistoryValidation {
+    ok: bool,
+    payloads: u64,
+    cold_payloads: u64,
+    stubs: u64,
+    invalid_payloads: [(); 0],
+    invalid_cold_payloads: [(); 0],
+    invalid_stubs: [(); 0],
+    missing_payloads: [(); 0],
+    unmatched_payloads: [(); 0],
+    mismatched_stubs: [(); 0],
+    warnings: [(); 0],
+}
+
+/// The segment history validation, with no family to check.
+#[derive(Debug, Default, Serialize)]
+struct SegmentValidation {
+    ok: bool,
+    families_checked: u64,
+    families: [(); 0],
+}
+
+fn answer(body: &impl Serialize) -> Result<Original, ApiError> {
+    serde_json::to_vec(body)
+        .map(Original)
+        .map_err(|_| internal("the answer does not serialise"))
 }
 
 /// `backup_<YYYYMMDDTHHMMSSZ>_<8 hex>`, as the original names a backup.
@@ -193,37 +261,16 @@ async fn create(caller: Caller, document: RawJson<CreateInput>) -> Result<Origin
             return Err(refusal);
         }
     };
-    let mut drill = check(&caller).await?;
+    let drill = check(&caller).await?;
     let id = backup_id();
-    let mut answer = Map::new();
-    answer.insert("ok".into(), Value::Bool(true));
-    answer.insert("backup_id".into(), Value::String(id.clone()));
-    answer.insert(
-        "backup_path".into(),
-        Value::String(format!("{BACKUPS_DIR}/{id}.tar.gz")),
-    );
-    answer.insert(
-        "manifest_path".into(),
-        Value::String(format!("{BACKUPS_DIR}/{id}.json")),
-    );
-    // Nothing is written: Noema's backup of record is `noema backup`.
-    answer.insert("committed_files".into(), Value::Array(Vec::new()));
-    answer.insert("latest_commit".into(), Value::Null);
-    if covers_continuity(&prefixes)
-        && let Some(counts) = drill.remove("continuity_counts")
-    {
-        answer.insert("continuity_counts".into(), counts);
-    }
-    Ok(Original(serde_json::to_vec(&answer).unwrap_or_default()))
-}
-
-/// An empty history validation in the original's shape: Noema keeps no artifact or
-/// registry history files, so there is nothing of them to validate.
-fn empty_history_validation() -> Value {
-    serde_json::json!({
-        "ok": true, "payloads": 0, "cold_payloads": 0, "stubs": 0, "invalid_payloads": [],
-        "invalid_cold_payloads": [], "invalid_stubs": [], "missing_payloads": [],
-        "unmatched_payloads": [], "mismatched_stubs": [], "warnings": []
+    answer(&Created {
+        ok: true,
+        backup_id: &id,
+        backup_path: format!("{BACKUPS_DIR}/{id}.tar.gz"),
+        manifest_path: format!("{BACKUPS_DIR}/{id}.json"),
+        committed_files: [],
+        latest_commit: (),
+        continuity_counts: covers_continuity(&prefixes).then_some(&*drill.continuity_counts),
     })
 }
 
@@ -279,7 +326,7 @@ async fn drill_restore(
     verify_continuity: bool,
 ) -> Result<Original, ApiError> {
     // The scope comes before the path's checks, as in the original.
-    let mut drill = check(caller).await?;
+    let drill = check(caller).await?;
     if backup_path.is_empty() {
         return Err(bad_request("backup_path is required"));
     }
@@ -289,42 +336,43 @@ async fn drill_restore(
     if !backup_path.starts_with(&format!("{BACKUPS_DIR}/")) {
         return Err(bad_request("backup_path must be under backups/"));
     }
-    let counts = drill
-        .get("continuity_counts")
-        .and_then(Value::as_object)
-        .map(|c| c.values().filter_map(Value::as_u64).sum::<u64>())
-        .unwrap_or(0);
-    let validation = if verify_continuity {
-        drill.remove("continuity_validation").unwrap_or(Value::Null)
-    } else {
-        Value::Null
+    let counts: Map<String, Value> = serde_json::from_str(drill.continuity_counts.get())
+        .map_err(|_| internal("the artifact counts are not an object"))?;
+    let extracted_files: u64 = counts.values().filter_map(Value::as_u64).sum();
+    let validation = verify_continuity.then_some(&*drill.continuity_validation);
+    let ok = match validation {
+        None => true,
+        Some(raw) => {
+            let block: Value = serde_json::from_str(raw.get())
+                .map_err(|_| internal("the artifact validation is not JSON"))?;
+            block["ok"] == Value::Bool(true)
+        }
     };
-    let ok = validation.is_null() || validation["ok"] == Value::Bool(true);
-    let prefixes: Vec<Value> = if counts > 0 {
-        vec![Value::String("memory".into())]
-    } else {
-        Vec::new()
+    let valid_history = HistoryValidation {
+        ok: true,
+        ..HistoryValidation::default()
     };
-    let mut answer = Map::new();
-    answer.insert("ok".into(), Value::Bool(ok));
-    answer.insert("backup_path".into(), Value::String(backup_path));
-    answer.insert("extracted_files".into(), Value::from(counts));
-    answer.insert("extracted_prefixes".into(), Value::Array(prefixes));
-    answer.insert("index_validation".into(), Value::Null);
-    answer.insert("continuity_validation".into(), validation);
-    answer.insert(
-        "artifact_history_validation".into(),
-        empty_history_validation(),
-    );
-    answer.insert(
-        "segment_history_validation".into(),
-        serde_json::json!({"ok": true, "families_checked": 0, "families": []}),
-    );
-    answer.insert(
-        "registry_history_validation".into(),
-        empty_history_validation(),
-    );
-    Ok(Original(serde_json::to_vec(&answer).unwrap_or_default()))
+    answer(&RestoreTested {
+        ok,
+        backup_path: &backup_path,
+        extracted_files,
+        extracted_prefixes: if extracted_files > 0 {
+            vec!["memory"]
+        } else {
+            Vec::new()
+        },
+        index_validation: (),
+        continuity_validation: validation,
+        artifact_history_validation: HistoryValidation {
+            ok: true,
+            ..HistoryValidation::default()
+        },
+        segment_history_validation: SegmentValidation {
+            ok: true,
+            ..SegmentValidation::default()
+        },
+        registry_history_validation: valid_history,
+    })
 }
 
 /// This module's routes (see `crate::route_table`).
