@@ -205,6 +205,16 @@ reasons! {
     InvalidComponent = "INVALID_COMPONENT",
     /// A scenario's references do not assemble into executable workflows; metadata `path`.
     ScenarioNotExecutable = "SCENARIO_NOT_EXECUTABLE",
+    /// No `Authorization` header (a 401).
+    TokenMissing = "TOKEN_MISSING",
+    /// An `Authorization` header that is not `Bearer <token>` (a 401).
+    TokenMalformed = "TOKEN_MALFORMED",
+    /// A bearer token that names no token (a 401).
+    TokenInvalid = "TOKEN_INVALID",
+    /// A revoked token (a 401).
+    TokenRevoked = "TOKEN_REVOKED",
+    /// An expired token (a 401).
+    TokenExpired = "TOKEN_EXPIRED",
 }
 
 /// The ledger's text for [`Reason::SystemStopped`] (open-cognition's own words), shared by

@@ -153,6 +153,45 @@ fn satisfies(held: &str, required: &str) -> bool {
     }
 }
 
+/// Why a bearer token that was sent does not authenticate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenRejection {
+    /// No token has that secret.
+    Invalid,
+    Revoked,
+    Expired,
+}
+
+impl TokenRejection {
+    /// The stable reason a caller decides on.
+    pub fn reason(self) -> crate::Reason {
+        match self {
+            TokenRejection::Invalid => crate::Reason::TokenInvalid,
+            TokenRejection::Revoked => crate::Reason::TokenRevoked,
+            TokenRejection::Expired => crate::Reason::TokenExpired,
+        }
+    }
+
+    /// The rejection a reason names (a generic one is an invalid token).
+    pub fn from_reason(reason: crate::Reason) -> TokenRejection {
+        match reason {
+            crate::Reason::TokenRevoked => TokenRejection::Revoked,
+            crate::Reason::TokenExpired => TokenRejection::Expired,
+            _ => TokenRejection::Invalid,
+        }
+    }
+}
+
+impl fmt::Display for TokenRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TokenRejection::Invalid => "invalid token",
+            TokenRejection::Revoked => "token revoked",
+            TokenRejection::Expired => "token expired",
+        })
+    }
+}
+
 /// The authenticated caller of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {

@@ -13,8 +13,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use noema_core::content_id::sha256_hex;
-use noema_core::scopes::{AUTHENTICATED, PUBLIC, Principal};
-use noema_core::{ErrorCode, ServiceError};
+use noema_core::scopes::{AUTHENTICATED, PUBLIC, Principal, TokenRejection};
+use noema_core::{ErrorCode, Reason, ServiceError};
 use noema_proto::identity::v1 as pb;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use tonic::Status;
@@ -28,9 +28,9 @@ pub enum AuthError {
     Missing,
     #[error("invalid authorization header: expected `Bearer <token>`")]
     Malformed,
-    /// The identity service rejected the token; its reason (invalid, revoked, expired).
+    /// The identity service rejected the token: invalid, revoked or expired.
     #[error("{0}")]
-    Rejected(String),
+    Rejected(TokenRejection),
     #[error("identity service unavailable: {0}")]
     Unavailable(String),
     /// The token is valid but lacks the scope the RPC declares.
@@ -46,6 +46,15 @@ impl ServiceError for AuthError {
             }
             AuthError::Unavailable(_) => ErrorCode::Unavailable,
             AuthError::MissingScope { .. } => ErrorCode::PermissionDenied,
+        }
+    }
+
+    fn reason(&self) -> Reason {
+        match self {
+            AuthError::Missing => Reason::TokenMissing,
+            AuthError::Malformed => Reason::TokenMalformed,
+            AuthError::Rejected(rejection) => rejection.reason(),
+            other => Reason::generic(other.code()),
         }
     }
 
@@ -280,7 +289,9 @@ impl Authenticator for RemoteAuthenticator {
         let answer = match client.authenticate(request).await {
             Ok(response) => Ok(principal_from_proto(response.into_inner())),
             Err(status) if status.code() == tonic::Code::Unauthenticated => {
-                Err(AuthError::Rejected(status.message().to_owned()))
+                Err(AuthError::Rejected(TokenRejection::from_reason(
+                    noema_core::Failure::from_status(&status).reason,
+                )))
             }
             // Not cached: the identity service may be back on the next call.
             Err(status) => return Err(AuthError::Unavailable(status.message().to_owned())),

@@ -3,9 +3,10 @@
 //! request's body and query read into typed values that also document the route.
 
 use std::marker::PhantomData;
+use std::net::{IpAddr, SocketAddr};
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Request, State};
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request, State};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use axum::middleware::Next;
@@ -44,12 +45,20 @@ pub fn grpc<T>(headers: &HeaderMap, message: T) -> tonic::Request<T> {
 pub struct Caller {
     state: GatewayState,
     headers: HeaderMap,
+    /// The TCP peer of the connection, when the request came over one (not for the
+    /// requests the MCP endpoint makes of the routes in memory).
+    peer: Option<SocketAddr>,
 }
 
 impl Caller {
     /// `message` as a gRPC request with the caller's token.
     pub fn request<T>(&self, message: T) -> tonic::Request<T> {
         grpc(&self.headers, message)
+    }
+
+    /// Whether the request comes from this host ([`is_local_client`]).
+    pub fn is_local(&self) -> bool {
+        is_local_client(self.peer, &self.headers)
     }
 
     /// A request header's text, or empty.
@@ -96,11 +105,54 @@ impl FromRequestParts<GatewayState> for Caller {
         Ok(Caller {
             state: state.clone(),
             headers: parts.headers.clone(),
+            peer: parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(addr)| *addr),
         })
     }
 }
 
 impl Input for Caller {}
+
+/// An address as a proxy header writes it: `1.2.3.4`, `::1`, `[::1]`, `::ffff:1.2.3.4`.
+fn header_ip(text: &str) -> Option<IpAddr> {
+    let text = text.trim();
+    let text = text
+        .strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+        .unwrap_or(text);
+    text.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
+}
+
+/// Whether a request comes from this host, as CogniRelay judges it for its host ops
+/// endpoints: the connection's peer must be a loopback address, and a proxy on this host
+/// that names a non-loopback client (`X-Forwarded-For`'s first entry, or `X-Real-IP`)
+/// makes the request remote. A header can only ever make a caller remote, never local: a
+/// remote peer stays remote whatever it claims. No peer (a request made in memory) is
+/// not local.
+pub fn is_local_client(peer: Option<SocketAddr>, headers: &HeaderMap) -> bool {
+    let Some(peer) = peer else {
+        return false;
+    };
+    if !peer.ip().to_canonical().is_loopback() {
+        return false;
+    }
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let forwarded = header("x-forwarded-for")
+        .and_then(|v| v.split(',').next().map(str::to_owned))
+        .filter(|v| !v.trim().is_empty());
+    let real = header("x-real-ip").filter(|v| !v.trim().is_empty());
+    // A named client that is not an address (`unknown`, a host name) is not loopback.
+    ![forwarded, real].into_iter().flatten().any(|named| {
+        !header_ip(&named).is_some_and(|ip| ip.is_loopback()) && named.trim() != "localhost"
+    })
+}
 
 /// Refuses a request that carries no usable bearer token before anything reads its body,
 /// so an anonymous caller learns it must authenticate (401 with `WWW-Authenticate:
@@ -117,11 +169,14 @@ pub async fn require_token(
         Err(err) => err,
     };
     let mut response = style.render(&Failure::from_status(&noema_core::to_status(&refusal)));
-    // RFC 6750 §3: a 401 names the scheme it wants (MCP clients look for it).
-    response.headers_mut().insert(
-        axum::http::header::WWW_AUTHENTICATE,
-        axum::http::HeaderValue::from_static("Bearer"),
-    );
+    // RFC 6750 §3: a 401 names the scheme it wants (MCP clients look for it). CogniRelay's
+    // paths answer exactly as the original, which names none.
+    if style != ErrorStyle::CogniRelay {
+        response.headers_mut().insert(
+            axum::http::header::WWW_AUTHENTICATE,
+            axum::http::HeaderValue::from_static("Bearer"),
+        );
+    }
     response
 }
 
@@ -302,5 +357,50 @@ mod tests {
         assert_eq!(err.0.reason, noema_core::Reason::MalformedBody);
         let err = json_body::<Value>(b"{not json").unwrap_err();
         assert!(err.0.message.starts_with("invalid JSON: "));
+    }
+
+    #[test]
+    fn only_a_loopback_peer_is_local_and_a_header_never_makes_one() {
+        let headers = |pairs: &[(&'static str, &str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.insert(*name, value.parse().unwrap());
+            }
+            map
+        };
+        let none = HeaderMap::new();
+        let v4: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let v6: SocketAddr = "[::1]:5000".parse().unwrap();
+        let mapped: SocketAddr = "[::ffff:127.0.0.2]:5000".parse().unwrap();
+        let remote: SocketAddr = "192.0.2.7:5000".parse().unwrap();
+        assert!(is_local_client(Some(v4), &none));
+        assert!(is_local_client(Some(v6), &none));
+        assert!(is_local_client(Some(mapped), &none));
+        assert!(!is_local_client(None, &none));
+        assert!(!is_local_client(Some(remote), &none));
+        // A remote peer claiming to be local stays remote.
+        for claim in [
+            headers(&[("x-forwarded-for", "127.0.0.1")]),
+            headers(&[("x-real-ip", "::1")]),
+            headers(&[("x-forwarded-for", "localhost, 127.0.0.1")]),
+        ] {
+            assert!(!is_local_client(Some(remote), &claim), "{claim:?}");
+        }
+        // A proxy on this host naming a remote client makes the request remote.
+        for named in [
+            headers(&[("x-forwarded-for", "192.0.2.9, 127.0.0.1")]),
+            headers(&[("x-real-ip", "[2001:db8::1]")]),
+            headers(&[("x-forwarded-for", "unknown")]),
+        ] {
+            assert!(!is_local_client(Some(v4), &named), "{named:?}");
+        }
+        // …and naming a loopback client keeps it local.
+        assert!(is_local_client(
+            Some(v4),
+            &headers(&[
+                ("x-forwarded-for", "127.0.0.1, 192.0.2.9"),
+                ("x-real-ip", "localhost")
+            ])
+        ));
     }
 }

@@ -128,6 +128,7 @@ pub fn route_table() -> Vec<route::Route> {
     routes.extend(routes::memory::routes());
     routes.extend(routes::tasks::routes());
     routes.extend(routes::schedule::routes());
+    routes.extend(routes::backup::routes());
     routes.extend(mcp::routes());
     routes.extend(routes::discovery::routes());
     routes.extend(routes::help::routes());
@@ -205,7 +206,11 @@ pub async fn serve(
             tracing::debug!(error = %err, "TCP_NODELAY not set");
         }
     });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    // The peer address lets host-only endpoints (`POST /v1/ops/run`) tell local callers.
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    .await
 }

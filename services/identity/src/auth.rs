@@ -12,12 +12,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use noema_core::scopes::Principal;
+use noema_core::scopes::{Principal, TokenRejection};
 use noema_runtime::auth::{AuthError, Authenticator};
 use time::OffsetDateTime;
 
 use crate::domain::token::{self, TokenRecord};
-use crate::error::IdentityError;
 use crate::store::IdentityStore;
 
 /// Token writes committed by this process. Process-wide rather than per database because
@@ -74,7 +73,7 @@ impl LocalAuthenticator {
             .token_by_sha256(&sha256)
             .await
             .map_err(|e| AuthError::Unavailable(noema_core::ErrorChain(&e).to_string()))?
-            .ok_or_else(|| AuthError::Rejected("invalid token".into()))?;
+            .ok_or(AuthError::Rejected(TokenRejection::Invalid))?;
         self.remember(sha256, record.clone(), writes);
         Ok(record)
     }
@@ -92,9 +91,6 @@ impl Authenticator for LocalAuthenticator {
         // Expiry and status are judged on every request, cached or not.
         record
             .principal(OffsetDateTime::now_utc())
-            .map_err(|e| match e {
-                IdentityError::Unauthenticated(reason) => AuthError::Rejected(reason),
-                other => AuthError::Unavailable(other.to_string()),
-            })
+            .map_err(AuthError::Rejected)
     }
 }

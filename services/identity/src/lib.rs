@@ -80,6 +80,7 @@ pub async fn ensure_owner_token(db: Database, token_sha256: &str) -> Result<bool
         rotated_to_token_id: None,
         rotated_from_token_id: None,
         description: "owner token".into(),
+        tenant: domain::token::OWNER_PEER_ID.into(),
     };
     IdentityStore::new(db)
         .ensure_owner(&owner, OffsetDateTime::now_utc())

@@ -25,9 +25,29 @@ pub struct CogniRelayError {
     pub error: String,
 }
 
+/// CogniRelay's 401 detail for an unauthenticated request, by the failure's reason.
+fn unauthenticated_detail(reason: Reason) -> &'static str {
+    match reason {
+        Reason::TokenMissing => "Missing Authorization header",
+        Reason::TokenMalformed => "Invalid Authorization header",
+        Reason::TokenRevoked => "Token revoked",
+        Reason::TokenExpired => "Token expired",
+        _ => "Invalid token",
+    }
+}
+
 /// The response for `failure`: the original's own status and body when the service sent
-/// them, else [`render`]'s body.
+/// them, its exact `{"detail"}` for a 401, else [`render`]'s body.
 pub fn response(failure: &Failure) -> Response {
+    if failure.code == ErrorCode::Unauthenticated {
+        let detail = serde_json::json!({"detail": unauthenticated_detail(failure.reason)});
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(CONTENT_TYPE, "application/json")],
+            detail.to_string(),
+        )
+            .into_response();
+    }
     let original = failure.metadata_value(ORIGINAL_BODY_KEY).zip(
         failure
             .metadata_value(ORIGINAL_STATUS_KEY)

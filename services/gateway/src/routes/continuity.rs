@@ -282,7 +282,7 @@ const OPS_JOBS: [&str; 19] = [
 ];
 
 /// A refusal in CogniRelay's exact terms, said by the gateway.
-fn original(code: ErrorCode, status: u16, body: String) -> ApiError {
+pub(super) fn original(code: ErrorCode, status: u16, body: String) -> ApiError {
     ApiError(
         Failure::new(code, "request validation failed")
             .with_metadata(noema_core::error::ORIGINAL_STATUS_KEY, status.to_string())
@@ -291,7 +291,7 @@ fn original(code: ErrorCode, status: u16, body: String) -> ApiError {
 }
 
 /// FastAPI's 422 with one pydantic error at `loc` (JSON text) for `input` (raw JSON).
-fn invalid_envelope(
+pub(super) fn invalid_envelope(
     kind: &str,
     loc: &str,
     msg: &str,
@@ -376,7 +376,7 @@ fn run_id() -> String {
 /// judges the envelope: CogniRelay authenticates before it validates a body, so a caller
 /// without a (good) token hears 401/403, never about the envelope. The probe is a job call
 /// without arguments, which the service refuses before doing anything.
-async fn authorise_ops(caller: &Caller) -> Result<(), ApiError> {
+pub(super) async fn authorise_ops(caller: &Caller) -> Result<(), ApiError> {
     let (mut client, request) = call(
         caller,
         pb::JsonRequest {
@@ -398,6 +398,15 @@ async fn authorise_ops(caller: &Caller) -> Result<(), ApiError> {
     }
 }
 
+/// CogniRelay's 403 for a host ops call from another host.
+fn not_local() -> ApiError {
+    original(
+        ErrorCode::PermissionDenied,
+        403,
+        r#"{"detail":"Host ops endpoints are local-only"}"#.to_owned(),
+    )
+}
+
 async fn ops_run(caller: Caller, document: Document) -> Passed {
     let (job_id, arguments) = match ops_job(&document.bytes) {
         Ok(job) => job,
@@ -406,6 +415,12 @@ async fn ops_run(caller: Caller, document: Document) -> Passed {
             return Err(refusal);
         }
     };
+    // As the original: the scope first (a caller without admin:peers hears that), then
+    // where the call comes from.
+    if !caller.is_local() {
+        authorise_ops(&caller).await?;
+        return Err(not_local());
+    }
     let (mut client, request) = call(
         &caller,
         pb::JsonRequest {

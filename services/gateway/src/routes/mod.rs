@@ -1,6 +1,7 @@
 //! REST routes, one module per fronted system or aggregate, each declaring its routes
 //! once (`crate::route`).
 
+pub mod backup;
 pub mod chain;
 pub mod continuity;
 pub mod diaries;

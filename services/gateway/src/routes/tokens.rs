@@ -37,6 +37,8 @@ pub struct TokenMeta {
     pub rotated_to_token_id: Option<String>,
     pub scopes: Vec<String>,
     pub status: String,
+    /// Whose data the token acts on (Noema's tenancy; by default its peer).
+    pub tenant: String,
     pub token_id: String,
     pub token_sha256: String,
     pub write_namespaces: Vec<String>,
@@ -60,6 +62,7 @@ impl From<pb::TokenMeta> for TokenMeta {
             rotated_to_token_id: text(meta.rotated_to_token_id),
             scopes: meta.scopes,
             status: meta.status,
+            tenant: meta.tenant,
             token_id: meta.token_id,
             token_sha256: meta.token_sha256,
             write_namespaces: meta.write_namespaces,
@@ -141,6 +144,10 @@ pub struct IssueInput {
     /// `owner`, `collaboration_peer` or `replication_peer`.
     #[serde(default)]
     pub template: Option<String>,
+    /// Whose data the token acts on; default its `peer_id`. Tokens with one tenant act
+    /// for one agent. Only a superuser may name a tenant other than its own.
+    #[serde(default)]
+    pub tenant: Option<String>,
 }
 
 fn timestamp_field(
@@ -179,6 +186,7 @@ async fn issue_token(caller: Caller, JsonBody(body): JsonBody<IssueInput>) -> An
         description: body.description.unwrap_or_default(),
         token_id: body.token_id.unwrap_or_default(),
         template: body.template.unwrap_or_default(),
+        tenant: body.tenant.unwrap_or_default(),
     };
     let response = caller
         .identity()

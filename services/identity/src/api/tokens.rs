@@ -29,6 +29,7 @@ fn token_to_proto(token: &TokenRecord, now: OffsetDateTime) -> pb::TokenMeta {
         rotated_from_token_id: token.rotated_from_token_id.clone().unwrap_or_default(),
         description: token.description.clone(),
         token_sha256: token.token_sha256.clone(),
+        tenant: token.tenant.clone(),
     }
 }
 
@@ -71,7 +72,7 @@ pub(super) async fn issue_token(
     ops: &Identity,
     request: Request<pb::IssueTokenRequest>,
 ) -> Result<pb::IssueTokenResponse, IdentityError> {
-    let actor = principal(&request)?.peer_id.clone();
+    let issuer = principal(&request)?.clone();
     let req = request.into_inner();
     let now = OffsetDateTime::now_utc();
     let token_request = TokenRequest {
@@ -83,9 +84,10 @@ pub(super) async fn issue_token(
         ttl_seconds: req.ttl_seconds,
         description: req.description,
         template: req.template,
+        tenant: req.tenant,
     };
     let (secret, record) = ops
-        .issue_token(&actor, token_request, &req.token_id, now)
+        .issue_token(&issuer, token_request, &req.token_id, now)
         .await?;
     Ok(pb::IssueTokenResponse {
         token: secret,
@@ -136,7 +138,7 @@ pub(super) async fn rotate_token(
     ops: &Identity,
     request: Request<pb::RotateTokenRequest>,
 ) -> Result<pb::RotateTokenResponse, IdentityError> {
-    let actor = principal(&request)?.peer_id.clone();
+    let issuer = principal(&request)?.clone();
     let req = request.into_inner();
     let now = OffsetDateTime::now_utc();
     let rotate = RotateToken {
@@ -154,7 +156,7 @@ pub(super) async fn rotate_token(
             description: req.description,
         },
     };
-    let (secret, from, new) = ops.rotate_token(&actor, rotate, now).await?;
+    let (secret, from, new) = ops.rotate_token(&issuer, rotate, now).await?;
     Ok(pb::RotateTokenResponse {
         token: secret,
         from_token: Some(token_to_proto(&from, now)),

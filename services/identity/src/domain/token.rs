@@ -3,7 +3,7 @@
 //! governance policy (seed 001).
 
 use noema_core::content_id::ContentId;
-use noema_core::scopes::{self, Principal};
+use noema_core::scopes::{self, Principal, TokenRejection};
 use time::OffsetDateTime;
 
 use crate::error::IdentityError;
@@ -15,6 +15,8 @@ pub const OWNER_TOKEN_ID: &str = "owner";
 pub const OWNER_PEER_ID: &str = "owner";
 /// Longest accepted `ttl_seconds` (one year), as CogniRelay.
 pub const MAX_TTL_SECONDS: u64 = 31_536_000;
+/// The longest tenant name (continuity refuses longer ones too).
+pub const MAX_TENANT_LEN: usize = 200;
 
 /// A token as stored (never the secret).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +37,8 @@ pub struct TokenRecord {
     pub rotated_to_token_id: Option<String>,
     pub rotated_from_token_id: Option<String>,
     pub description: String,
+    /// Whose data the token acts on (by default its `peer_id`).
+    pub tenant: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,10 +77,10 @@ impl TokenRecord {
     }
 
     /// The principal this token authenticates as, or why it does not.
-    pub fn principal(&self, now: OffsetDateTime) -> Result<Principal, IdentityError> {
+    pub fn principal(&self, now: OffsetDateTime) -> Result<Principal, TokenRejection> {
         match self.effective_status(now) {
-            "revoked" => Err(IdentityError::Unauthenticated("token revoked".into())),
-            "expired" => Err(IdentityError::Unauthenticated("token expired".into())),
+            "revoked" => Err(TokenRejection::Revoked),
+            "expired" => Err(TokenRejection::Expired),
             _ => Ok(Principal {
                 token_id: self.token_id.clone(),
                 peer_id: self.peer_id.clone(),
@@ -85,7 +89,7 @@ impl TokenRecord {
                 write_namespaces: self.write_namespaces.clone(),
                 superuser: self.superuser
                     || self.scopes.iter().any(|s| s == scopes::SUPERUSER_SCOPE),
-                tenant: self.peer_id.clone(),
+                tenant: self.tenant.clone(),
             }),
         }
     }
@@ -160,6 +164,7 @@ pub struct TokenSpec {
     pub write_namespaces: Vec<String>,
     pub expires_at: Option<OffsetDateTime>,
     pub description: String,
+    pub tenant: String,
 }
 
 /// Raw fields of an issue request, before validation.
@@ -173,6 +178,8 @@ pub struct TokenRequest {
     pub ttl_seconds: u64,
     pub description: String,
     pub template: String,
+    /// Empty: the `peer_id`.
+    pub tenant: String,
 }
 
 fn sorted_unique(mut items: Vec<String>) -> Vec<String> {
@@ -263,7 +270,14 @@ pub fn token_spec(request: TokenRequest, now: OffsetDateTime) -> Result<TokenSpe
         }
         (None, ttl) => Some(now + time::Duration::seconds(i64::try_from(ttl).unwrap_or(0))),
     };
+    let tenant = if request.tenant.is_empty() {
+        request.peer_id.clone()
+    } else {
+        validate_tenant(&request.tenant)?;
+        request.tenant
+    };
     Ok(TokenSpec {
+        tenant,
         peer_id: request.peer_id,
         scopes,
         read_namespaces,
@@ -271,6 +285,31 @@ pub fn token_spec(request: TokenRequest, now: OffsetDateTime) -> Result<TokenSpe
         expires_at,
         description: request.description,
     })
+}
+
+fn validate_tenant(tenant: &str) -> Result<(), IdentityError> {
+    if tenant.trim() != tenant || tenant.chars().count() > MAX_TENANT_LEN {
+        return Err(IdentityError::InvalidArgument(format!(
+            "tenant must be 1-{MAX_TENANT_LEN} characters without leading or trailing spaces"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `issuer` may issue (or rotate) a token acting for `tenant`. A superuser may
+/// name any tenant: it already passes every check, so this widens nothing. Anyone else
+/// (an `identity:admin` token) only its own tenant: otherwise minting a token would be a
+/// way into another tenant's data, which no scope opens.
+pub fn check_tenant_grant(issuer: &Principal, tenant: &str) -> Result<(), IdentityError> {
+    if issuer.superuser || issuer.tenant == tenant {
+        Ok(())
+    } else {
+        Err(IdentityError::PermissionDenied(format!(
+            "Tenant not allowed: {tenant}; only a superuser (admin:peers) issues tokens for \
+             another tenant than its own ({})",
+            issuer.tenant
+        )))
+    }
 }
 
 /// The owner token changes only through configuration.
@@ -325,6 +364,7 @@ pub fn mint(
         rotated_to_token_id: None,
         rotated_from_token_id: rotated_from,
         description: spec.description,
+        tenant: spec.tenant,
     };
     Ok((secret, record))
 }
@@ -385,6 +425,7 @@ pub fn rotation_request(old: &TokenRecord, rotation: Rotation) -> TokenRequest {
             rotation.description
         },
         template: String::new(),
+        tenant: old.tenant.clone(),
     }
 }
 
@@ -544,8 +585,10 @@ mod tests {
             rotated_to_token_id: None,
             rotated_from_token_id: None,
             description: String::new(),
+            tenant: "team".into(),
         };
         assert!(record.principal(now).unwrap().superuser);
+        assert_eq!(record.principal(now).unwrap().tenant, "team");
         record.expires_at = Some(now);
         assert_eq!(
             record.principal(now).unwrap_err().to_string(),
@@ -607,5 +650,58 @@ mod tests {
             check_rotatable(&token, now).unwrap_err().to_string(),
             OWNER_IMMUTABLE
         );
+    }
+
+    #[test]
+    fn the_tenant_defaults_to_the_peer_and_is_kept_by_rotation() {
+        let now = OffsetDateTime::UNIX_EPOCH;
+        assert_eq!(
+            token_spec(request("agent:a"), now).unwrap().tenant,
+            "agent:a"
+        );
+        let spec = token_spec(
+            TokenRequest {
+                tenant: "team:blue".into(),
+                ..request("agent:a")
+            },
+            now,
+        )
+        .unwrap();
+        assert_eq!(spec.tenant, "team:blue");
+        let (_, record) = mint(spec, "", None, now).unwrap();
+        let again = token_spec(rotation_request(&record, Rotation::default()), now).unwrap();
+        assert_eq!(again.tenant, "team:blue");
+        for bad in [" team", &"t".repeat(MAX_TENANT_LEN + 1)] {
+            let err = token_spec(
+                TokenRequest {
+                    tenant: bad.to_owned(),
+                    ..request("agent:a")
+                },
+                now,
+            )
+            .unwrap_err();
+            assert!(err.to_string().contains("tenant"), "{err}");
+        }
+    }
+
+    #[test]
+    fn only_a_superuser_grants_another_tenant() {
+        let issuer = |superuser: bool| Principal {
+            token_id: "t".into(),
+            peer_id: "agent:a".into(),
+            scopes: vec!["identity:admin".into()],
+            read_namespaces: vec![],
+            write_namespaces: vec![],
+            superuser,
+            tenant: "team:blue".into(),
+        };
+        assert!(check_tenant_grant(&issuer(false), "team:blue").is_ok());
+        let err = check_tenant_grant(&issuer(false), "team:red").unwrap_err();
+        assert!(matches!(err, IdentityError::PermissionDenied(_)), "{err}");
+        assert!(
+            err.to_string().starts_with("Tenant not allowed: team:red"),
+            "{err}"
+        );
+        assert!(check_tenant_grant(&issuer(true), "team:red").is_ok());
     }
 }

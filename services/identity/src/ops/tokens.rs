@@ -1,6 +1,7 @@
 //! API tokens: issue, list, revoke, rotate. Each takes the request's time from the caller,
 //! which renders the answer (a token's effective status) at that same instant.
 
+use noema_core::scopes::Principal;
 use time::OffsetDateTime;
 
 use super::Identity;
@@ -41,17 +42,21 @@ pub struct RotateToken {
 }
 
 impl Identity {
-    /// Issues a token; answers its secret (shown once) and its record.
+    /// Issues a token for `issuer`, which must be allowed to act for the new token's
+    /// tenant; answers its secret (shown once) and its record.
     pub async fn issue_token(
         &self,
-        actor: &str,
+        issuer: &Principal,
         request: TokenRequest,
         token_id: &str,
         now: OffsetDateTime,
     ) -> Result<(String, TokenRecord), IdentityError> {
         let spec = token::token_spec(request, now)?;
+        token::check_tenant_grant(issuer, &spec.tenant)?;
         let (secret, record) = token::mint(spec, token_id, None, now)?;
-        self.store.insert_token(&record, actor, now).await?;
+        self.store
+            .insert_token(&record, &issuer.peer_id, now)
+            .await?;
         Ok((secret, record))
     }
 
@@ -122,18 +127,21 @@ impl Identity {
         })
     }
 
-    /// Replaces an active token by a new one; answers the new secret, the old token as it
-    /// is now (revoked) and the new token.
+    /// Replaces an active token by a new one (keeping its tenant, which `issuer` must be
+    /// allowed to act for); answers the new secret, the old token as it is now (revoked)
+    /// and the new token.
     pub async fn rotate_token(
         &self,
-        actor: &str,
+        issuer: &Principal,
         request: RotateToken,
         now: OffsetDateTime,
     ) -> Result<(String, TokenRecord, TokenRecord), IdentityError> {
+        let actor = issuer.peer_id.as_str();
         let old = self
             .find_token(&request.token_id, &request.token_sha256)
             .await?;
         token::check_rotatable(&old, now)?;
+        token::check_tenant_grant(issuer, &old.tenant)?;
         let changes = Rotation {
             expires_at: request.expires_at?,
             ..request.changes

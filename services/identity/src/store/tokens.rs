@@ -16,7 +16,7 @@ use crate::error::IdentityError;
 
 const TOKEN_COLUMNS: &str = "token_id, token_sha256, peer_id, scopes, read_namespaces, \
      write_namespaces, superuser, status, issued_at, expires_at, revoked_at, revoked_reason, \
-     rotated_at, rotated_to_token_id, rotated_from_token_id, description";
+     rotated_at, rotated_to_token_id, rotated_from_token_id, description, tenant";
 
 /// Which tokens a revoke call targets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +44,7 @@ struct TokenRow {
     rotated_to_token_id: Option<String>,
     rotated_from_token_id: Option<String>,
     description: String,
+    tenant: String,
 }
 
 impl TryFrom<TokenRow> for TokenRecord {
@@ -67,6 +68,7 @@ impl TryFrom<TokenRow> for TokenRecord {
             rotated_to_token_id: row.rotated_to_token_id,
             rotated_from_token_id: row.rotated_from_token_id,
             description: row.description,
+            tenant: row.tenant,
         })
     }
 }
@@ -80,6 +82,7 @@ fn token_audit(action: &str, actor: &str, token: &TokenRecord) -> AuditDraft {
         detail: Some(json!({
             "peer_id": token.peer_id,
             "scopes": token.scopes,
+            "tenant": token.tenant,
             "token_sha256": token.token_sha256,
         })),
     }
@@ -92,7 +95,7 @@ async fn insert_token_row<D: Engine>(
     let result = query(
         "INSERT INTO tokens (token_id, token_sha256, peer_id, scopes, read_namespaces, \
          write_namespaces, superuser, status, issued_at, expires_at, rotated_from_token_id, \
-         description) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+         description, tenant) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
     )
     .bind(&token.token_id)
     .bind(&token.token_sha256)
@@ -106,6 +109,7 @@ async fn insert_token_row<D: Engine>(
     .bind(token.expires_at)
     .bind(&token.rotated_from_token_id)
     .bind(&token.description)
+    .bind(&token.tenant)
     .execute(tx.conn())
     .await;
     match result {
