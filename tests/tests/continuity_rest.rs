@@ -197,6 +197,7 @@ async fn tokens_of_one_tenant_share_its_capsules(cluster: &TestCluster) {
     .await;
     assert_eq!(status, 200, "{outsider}");
     assert_eq!(outsider["token_meta"]["tenant"], "agent:outsider");
+    let outsider_meta = outsider["token_meta"].clone();
     let outsider = outsider["token"].as_str().unwrap().to_owned();
 
     let (status, written) = post(cluster, &team[0], "/v1/continuity/upsert", &alice_upsert()).await;
@@ -258,6 +259,40 @@ async fn tokens_of_one_tenant_share_its_capsules(cluster: &TestCluster) {
     .await;
     assert_eq!(status, 200, "{own}");
     assert_eq!(own["token_meta"]["tenant"], "agent:lead");
+
+    // Nor does it see or revoke another tenant's tokens: the list holds its tenant's only,
+    // one foreign token is "no token matched", a peer with foreign tokens is refused whole.
+    let listed = client_as(&lead)
+        .get(format!("{}/v1/security/tokens", cluster.rest_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status().as_u16(), 200);
+    let listed: Value = listed.json().await.unwrap();
+    let tenants: Vec<&str> = listed["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tenant"].as_str().unwrap())
+        .collect();
+    assert!(
+        tenants.len() >= 2 && tenants.iter().all(|t| *t == "agent:lead"),
+        "{listed}"
+    );
+    let blue_writer = json!({"peer_id": "agent:writer"}).to_string();
+    let (status, refused) = post(cluster, &lead, "/v1/security/tokens/revoke", &blue_writer).await;
+    assert_eq!(status, 403, "{refused}");
+    let foreign_id = outsider_meta["token_id"].as_str().unwrap();
+    let (status, refused) = post(
+        cluster,
+        &lead,
+        "/v1/security/tokens/revoke",
+        &json!({ "token_id": foreign_id }).to_string(),
+    )
+    .await;
+    assert_eq!(status, 404, "{refused}");
+    let (status, still) = post(cluster, &outsider, "/v1/continuity/list", "{}").await;
+    assert_eq!(status, 200, "the outsider's token still works: {still}");
 }
 
 /// `POST /v1/ops/run` runs for a caller on this host, and answers CogniRelay's 403 to a

@@ -99,10 +99,11 @@ pub(super) async fn list_tokens(
     ops: &Identity,
     request: Request<pb::ListTokensRequest>,
 ) -> Result<pb::ListTokensResponse, IdentityError> {
+    let viewer = principal(&request)?.clone();
     let req = request.into_inner();
     let now = OffsetDateTime::now_utc();
     let tokens = ops
-        .list_tokens(&req.peer_id, req.status, req.include_inactive, now)
+        .list_tokens(&viewer, &req.peer_id, req.status, req.include_inactive, now)
         .await?;
     Ok(pb::ListTokensResponse {
         tokens: tokens.iter().map(|t| token_to_proto(t, now)).collect(),
@@ -113,7 +114,7 @@ pub(super) async fn revoke_token(
     ops: &Identity,
     request: Request<pb::RevokeTokenRequest>,
 ) -> Result<pb::RevokeTokenResponse, IdentityError> {
-    let actor = principal(&request)?.peer_id.clone();
+    let actor = principal(&request)?.clone();
     let req = request.into_inner();
     let now = OffsetDateTime::now_utc();
     let revoke = RevokeToken {

@@ -312,6 +312,12 @@ pub fn check_tenant_grant(issuer: &Principal, tenant: &str) -> Result<(), Identi
     }
 }
 
+/// Whether `viewer` may see or revoke `token`: a superuser any, anyone else its own
+/// tenant's only (a token is a key to its tenant's data; another tenant's are not its business).
+pub fn within_reach(viewer: &Principal, token: &TokenRecord) -> bool {
+    viewer.superuser || viewer.tenant == token.tenant
+}
+
 /// The owner token changes only through configuration.
 pub const OWNER_IMMUTABLE: &str = "the owner token cannot be revoked or rotated through the API; \
      replace <data_dir>/owner.token (or auth.owner_token_sha256) and restart";

@@ -63,6 +63,7 @@ impl Identity {
     /// Tokens newest first, optionally of one peer, filtered by effective status.
     pub async fn list_tokens(
         &self,
+        viewer: &Principal,
         peer_id: &str,
         status: String,
         include_inactive: bool,
@@ -75,13 +76,13 @@ impl Identity {
             .list_tokens(peer)
             .await?
             .into_iter()
-            .filter(|t| listed(t, now))
+            .filter(|t| token::within_reach(viewer, t) && listed(t, now))
             .collect())
     }
 
     pub async fn revoke_token(
         &self,
-        actor: &str,
+        actor: &Principal,
         request: RevokeToken,
         now: OffsetDateTime,
     ) -> Result<Revocation, IdentityError> {
@@ -99,12 +100,16 @@ impl Identity {
         if selector == RevokeSelector::TokenId(OWNER_TOKEN_ID.into()) {
             return Err(IdentityError::FailedPrecondition(OWNER_IMMUTABLE.into()));
         }
+        self.check_revocable(actor, &selector).await?;
         let reason = if request.reason.is_empty() {
             "revoked"
         } else {
             request.reason.as_str()
         };
-        let (matched, revoked) = self.store.revoke(&selector, reason, actor, now).await?;
+        let (matched, revoked) = self
+            .store
+            .revoke(&selector, reason, &actor.peer_id, now)
+            .await?;
         if matched.is_empty() {
             return Err(IdentityError::NotFound("no token matched".into()));
         }
@@ -159,6 +164,36 @@ impl Identity {
             .await?;
         let from = self.store.token_by_id(&old.token_id).await?.unwrap_or(old);
         Ok((secret, from, new))
+    }
+
+    /// A caller that is not a superuser revokes only its own tenant's tokens: one token of
+    /// another tenant is "no token matched" (its existence is not told), a peer with tokens
+    /// in another tenant is refused whole rather than revoked in part.
+    async fn check_revocable(
+        &self,
+        actor: &Principal,
+        selector: &RevokeSelector,
+    ) -> Result<(), IdentityError> {
+        if actor.superuser {
+            return Ok(());
+        }
+        let one = match selector {
+            RevokeSelector::TokenId(id) => self.store.token_by_id(id).await?,
+            RevokeSelector::Sha256(sha) => self.store.token_by_sha256(sha).await?,
+            RevokeSelector::Peer(peer) => {
+                let tokens = self.store.list_tokens(Some(peer)).await?;
+                if let Some(foreign) = tokens.iter().find(|t| !token::within_reach(actor, t)) {
+                    return token::check_tenant_grant(actor, &foreign.tenant);
+                }
+                return Ok(());
+            }
+        };
+        match one {
+            Some(t) if !token::within_reach(actor, &t) => {
+                Err(IdentityError::NotFound("no token matched".into()))
+            }
+            _ => Ok(()),
+        }
     }
 
     async fn find_token(&self, token_id: &str, sha256: &str) -> Result<TokenRecord, IdentityError> {
