@@ -34,6 +34,7 @@
 //! | memory files, their paths, appended lines, search descriptions and bodies | [`memory`] |
 //! | tasks: documents, status table, paths, query parameters | [`tasks`] |
 //! | scheduled items: validation, identity, state, list filters | [`schedule`] |
+//! | §10 context retrieve, graph and schedule context, snapshots | [`context`] |
 //!
 //! Where the digest and the original's code differ, the code is followed (digest §15); each
 //! place says so where it matters.
@@ -41,6 +42,7 @@
 pub mod access;
 pub mod artifacts;
 pub mod cold;
+pub mod context;
 pub mod error;
 pub mod json;
 pub mod lifecycle;
