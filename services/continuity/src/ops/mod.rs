@@ -7,6 +7,7 @@
 mod artifacts;
 mod capsules;
 mod cold;
+mod context;
 mod memory;
 mod plans;
 mod reads;
@@ -32,6 +33,7 @@ use crate::store::ContinuityStore;
 
 pub use artifacts::ArtifactCheck;
 pub use capsules::Written;
+pub use context::{ContextInputs, ContinuityOnlyInputs, SEARCH, SearchQuery};
 pub use reads::{History, ReadAnswer};
 pub use schedule::ScheduleCreated;
 
@@ -65,6 +67,8 @@ pub struct Continuity {
     /// Each revision's capsule as the read path loads it. Revisions are immutable, so an
     /// entry is never stale.
     capsules: quick_cache::sync::Cache<String, Arc<Loaded>>,
+    /// Memory files, search, tasks and schedule for context bundles (not continuity's own).
+    inputs: Arc<dyn ContextInputs>,
 }
 
 impl Continuity {
@@ -74,7 +78,15 @@ impl Continuity {
             objects,
             options,
             capsules: quick_cache::sync::Cache::new(CACHED_CAPSULES),
+            inputs: context::continuity_only(),
         }
+    }
+
+    /// The same service reading memory files, search hits, tasks and schedule items for
+    /// context bundles from `inputs` (by default it has none of them).
+    pub fn with_context_inputs(mut self, inputs: Arc<dyn ContextInputs>) -> Self {
+        self.inputs = inputs;
+        self
     }
 
     pub fn store(&self) -> &ContinuityStore {

@@ -4,13 +4,12 @@
 use super::{Continuity, bytes_of, now, subject_of};
 use crate::domain::access::{Caller, READ};
 use crate::domain::cold::parse_cold_stub;
+use crate::domain::context::graph::{self as context_graph, STARTUP_GRAPH_CAPS, empty_graph};
+use crate::domain::context::schedule;
 use crate::domain::listing::{ListRow, list_response};
 use crate::domain::model::{SubjectKind, SubjectKind as Kind};
 use crate::domain::plans::load_archive_envelope;
-use crate::domain::read::{
-    ReadOutcome, StartupExtras, empty_graph_summary, empty_schedule_context,
-    graph_anchor_not_supported, read_response, resolve_loaded,
-};
+use crate::domain::read::{ReadOutcome, StartupExtras, read_response, resolve_loaded};
 use crate::domain::request::{CompareRequest, ListRequest, ReadRequest, parse_body};
 use crate::domain::revision::{StoredRevision, chain_intact};
 use crate::domain::stored::StoredCapsule;
@@ -19,9 +18,6 @@ use crate::domain::trust::SourceState;
 use crate::domain::verify::compare;
 use crate::error::Error;
 use crate::store::{ContinuityStore, HistoryRow};
-
-/// The original's upcoming window of the startup view's schedule context (hours).
-const SCHEDULE_UPCOMING_WINDOW_HOURS: i64 = 72;
 
 /// What a read answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,18 +35,6 @@ pub struct History {
     /// Where the next page starts (a sequence), if there is one.
     pub next: Option<i64>,
     pub chain_intact: bool,
-}
-
-fn startup_extras(kind: SubjectKind) -> StartupExtras {
-    let graph_summary = match kind {
-        Kind::User | Kind::Peer => graph_anchor_not_supported(kind),
-        // The thread/task graph is derived by the retrieval work (issue 16).
-        Kind::Thread | Kind::Task => empty_graph_summary(None),
-    };
-    StartupExtras {
-        graph_summary,
-        schedule_context: empty_schedule_context(SCHEDULE_UPCOMING_WINDOW_HOURS, Vec::new()),
-    }
 }
 
 impl Continuity {
@@ -115,9 +99,14 @@ impl Continuity {
                 .unwrap_or_default(),
             _ => Default::default(),
         };
-        let startup = request
-            .startup_view()
-            .then(|| startup_extras(request.subject_kind));
+        let startup = if request.startup_view() {
+            Some(
+                self.startup_extras(caller, request.subject_kind, &request.subject_id, at)
+                    .await?,
+            )
+        } else {
+            None
+        };
         let body = bytes_of(&read_response(&outcome, at, startup));
         if let Some(row) = &row
             && ContinuityStore::needs_touch(row.used_at, at.unix_timestamp())
@@ -129,6 +118,33 @@ impl Continuity {
             source_state: outcome.source_state.as_str(),
             revision_id,
             capsule_sha256,
+        })
+    }
+
+    /// The startup view's graph (thread/task anchors; user/peer are not graph anchors) and
+    /// the subject's schedule context.
+    async fn startup_extras(
+        &self,
+        caller: &Caller,
+        kind: SubjectKind,
+        subject_id: &str,
+        at: time::OffsetDateTime,
+    ) -> Result<StartupExtras, Error> {
+        let graph_summary = match kind {
+            Kind::User | Kind::Peer => empty_graph(
+                STARTUP_GRAPH_CAPS,
+                None,
+                vec![context_graph::anchor_not_supported(Some(kind))],
+            ),
+            Kind::Thread | Kind::Task => {
+                self.derive_graph(caller, kind, subject_id, STARTUP_GRAPH_CAPS)
+                    .await?
+            }
+        };
+        let scopes = schedule::scopes([(kind, subject_id.to_owned())]);
+        Ok(StartupExtras {
+            graph_summary,
+            schedule_context: self.schedule_context(caller, &scopes, at).await?,
         })
     }
 

@@ -26,13 +26,13 @@ pub use memory::{
 };
 pub use reads::{
     ArchiveRow, ArtifactScan, CapsuleRevision, ColdRow, HistoryRow, IdempotencyRecord, Pointers,
-    SubjectRow,
+    SnapshotRow, SubjectRow,
 };
 pub use schedule::ScheduleWrite;
 pub use tasks::{TaskFilter, TaskRow, TaskWrite};
 pub use writes::{
     ArchiveWrite, CapsuleWrite, ColdStoreWrite, DeleteWrite, IdempotencyWrite, PlanWrite, Refusal,
-    RehydrateWrite, RevisionWrite, Write,
+    RehydrateWrite, RevisionWrite, SnapshotWrite, Write,
 };
 
 use writer::GroupWriter;

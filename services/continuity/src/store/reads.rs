@@ -104,6 +104,14 @@ pub struct HistoryRow {
     pub capsule: Vec<u8>,
 }
 
+/// A stored context snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SnapshotRow {
+    pub snapshot_id: String,
+    pub content_id: String,
+    pub body: Vec<u8>,
+}
+
 /// An archive envelope, hot or cold.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct ArchiveRow {
@@ -484,6 +492,25 @@ impl ContinuityStore {
     /// Whether a read at `now` should refresh a subject's `used_at`.
     pub fn needs_touch(used_at: i64, now: i64) -> bool {
         used_at < now - USED_AT_RESOLUTION
+    }
+
+    /// A tenant's context snapshot by id.
+    pub async fn snapshot(
+        &self,
+        tenant: &str,
+        snapshot_id: &str,
+    ) -> Result<Option<SnapshotRow>, Error> {
+        let row: Option<SnapshotRow> = with_pool!(&self.db, |pool| {
+            query(
+                "SELECT snapshot_id, content_id, body FROM context_snapshots \
+                 WHERE tenant = $1 AND snapshot_id = $2",
+            )
+            .bind(tenant)
+            .bind(snapshot_id)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row)
     }
 
     /// Every tenant with continuity data, sorted.

@@ -131,6 +131,20 @@ pub struct PlanWrite {
     pub audit: AuditDraft,
 }
 
+/// A context snapshot, stored once under its id (a second write of the same id is refused
+/// as `Exists`; the bytes already there stay).
+#[derive(Debug, Clone)]
+pub struct SnapshotWrite {
+    pub tenant: String,
+    pub snapshot_id: String,
+    pub content_id: String,
+    pub body: Vec<u8>,
+    pub actor: String,
+    pub created_at: String,
+    pub at: OffsetDateTime,
+    pub audit: AuditDraft,
+}
+
 #[derive(Debug, Clone)]
 pub enum Write {
     Capsule(Box<CapsuleWrite>),
@@ -139,6 +153,7 @@ pub enum Write {
     ColdStore(Box<ColdStoreWrite>),
     Rehydrate(Box<RehydrateWrite>),
     Plan(Box<PlanWrite>),
+    Snapshot(Box<SnapshotWrite>),
 }
 
 impl Write {
@@ -151,6 +166,7 @@ impl Write {
             Write::ColdStore(w) => (w.audit.clone(), w.at),
             Write::Rehydrate(w) => (w.audit.clone(), w.at),
             Write::Plan(w) => (w.audit.clone(), w.at),
+            Write::Snapshot(w) => (w.audit.clone(), w.at),
         }
     }
 
@@ -166,6 +182,7 @@ impl Write {
             Write::ColdStore(w) => cold_store(tx, w).await?,
             Write::Rehydrate(w) => rehydrate(tx, w).await?,
             Write::Plan(w) => plan(tx, w).await?,
+            Write::Snapshot(w) => snapshot(tx, w).await?,
         };
         if outcome.is_ok() {
             let (draft, at) = self.audit();
@@ -413,4 +430,27 @@ async fn plan<D: Engine>(
     .execute(tx.conn())
     .await?;
     Ok(Ok(()))
+}
+
+async fn snapshot<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    w: &SnapshotWrite,
+) -> Result<Result<(), Refusal>, Error> {
+    let inserted = query(
+        "INSERT INTO context_snapshots (tenant, snapshot_id, content_id, body, actor, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (tenant, snapshot_id) DO NOTHING",
+    )
+    .bind(w.tenant.as_str())
+    .bind(w.snapshot_id.as_str())
+    .bind(w.content_id.as_str())
+    .bind(w.body.as_slice())
+    .bind(w.actor.as_str())
+    .bind(w.created_at.as_str())
+    .execute(tx.conn())
+    .await?;
+    Ok(if inserted == 1 {
+        Ok(())
+    } else {
+        Err(Refusal::Exists)
+    })
 }
