@@ -172,6 +172,42 @@ impl ContinuityService for ContinuityApi {
         ))
     }
 
+    async fn retrieve(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .retrieve(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn create_snapshot(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .create_snapshot(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn get_snapshot(
+        &self,
+        request: Request<pb::GetSnapshotRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .read_snapshot(&caller, &request.get_ref().snapshot_id)
+                .await?,
+        ))
+    }
+
     async fn refresh_plan(
         &self,
         request: Request<pb::JsonRequest>,

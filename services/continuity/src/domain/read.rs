@@ -5,20 +5,12 @@ use time::OffsetDateTime;
 
 use super::error::ContinuityError;
 use super::json::{Json, JsonObject};
-use super::model::{Capsule, Lifecycle, SubjectKind};
+use super::model::{Capsule, Lifecycle};
 use super::plans::load_fallback_envelope;
 use super::request::ReadRequest;
 use super::stored::{StoredCapsule, load_capsule_value};
 use super::subject::SubjectKey;
 use super::trust::{SourceState, startup_summary, trust_signals};
-
-/// Graph caps of the startup view.
-pub const STARTUP_GRAPH_CAPS: [(&str, i64); 4] = [
-    ("nodes", 12),
-    ("edges", 16),
-    ("related_documents", 4),
-    ("blockers", 4),
-];
 
 /// The capsule a read resolved to.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,64 +118,6 @@ pub fn resolve_loaded(
 pub struct StartupExtras {
     pub graph_summary: Json,
     pub schedule_context: Json,
-}
-
-/// The startup view's empty graph with one warning (`{code, message, details}`).
-pub fn empty_graph_summary(warning: Option<Json>) -> Json {
-    let mut truncation = JsonObject::new();
-    for (name, limit) in STARTUP_GRAPH_CAPS {
-        let mut cap = JsonObject::new();
-        cap.insert("limit", Json::from(limit));
-        cap.insert("available", Json::from(0i64));
-        cap.insert("returned", Json::from(0i64));
-        cap.insert("truncated", Json::Bool(false));
-        truncation.insert(name, Json::Object(cap));
-    }
-    let mut graph = JsonObject::new();
-    graph.insert("anchor", Json::Null);
-    graph.insert("nodes", Json::Array(vec![]));
-    graph.insert("edges", Json::Array(vec![]));
-    graph.insert("related_documents", Json::Array(vec![]));
-    graph.insert("blockers", Json::Array(vec![]));
-    graph.insert("truncation", Json::Object(truncation));
-    graph.insert("warnings", Json::Array(warning.into_iter().collect()));
-    Json::Object(graph)
-}
-
-/// `graph_anchor_not_supported` for user and peer subjects.
-pub fn graph_anchor_not_supported(kind: SubjectKind) -> Json {
-    let mut details = JsonObject::new();
-    details.insert("subject_kind", Json::from(kind.as_str()));
-    let mut warning = JsonObject::new();
-    warning.insert("code", Json::from("graph_anchor_not_supported"));
-    warning.insert(
-        "message",
-        Json::from("The selected subject kind is not supported as a graph anchor."),
-    );
-    warning.insert("details", Json::Object(details));
-    empty_graph_summary(Some(Json::Object(warning)))
-}
-
-/// A `schedule_context` with nothing due or upcoming.
-pub fn empty_schedule_context(window_hours: i64, warnings: Vec<String>) -> Json {
-    let section = |window: Option<i64>| {
-        let mut s = JsonObject::new();
-        if let Some(hours) = window {
-            s.insert("window_hours", Json::from(hours));
-        }
-        s.insert("items", Json::Array(vec![]));
-        s.insert("count", Json::from(0i64));
-        s.insert("truncated", Json::Bool(false));
-        Json::Object(s)
-    };
-    let mut context = JsonObject::new();
-    context.insert("due", section(None));
-    context.insert("upcoming", section(Some(window_hours)));
-    context.insert(
-        "warnings",
-        Json::Array(warnings.into_iter().map(Json::String).collect()),
-    );
-    Json::Object(context)
 }
 
 /// The read response in the original's key order: `ok, path, capsule, archived, source_state,

@@ -9,7 +9,7 @@
 //! and its `arguments` go on to the job's RPC as the caller wrote them.
 
 use axum::body::Bytes;
-use axum::extract::Query;
+use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
@@ -105,6 +105,25 @@ async fn lifecycle(caller: Caller, document: Document) -> Passed {
 async fn read(caller: Caller, document: Document) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(client.read(request).await?.into_inner().body))
+}
+
+async fn context_retrieve(caller: Caller, document: Document) -> Passed {
+    let (mut client, request) = call(&caller, body(&document.bytes));
+    Ok(Original(client.retrieve(request).await?.into_inner().body))
+}
+
+async fn context_snapshot_create(caller: Caller, document: Document) -> Passed {
+    let (mut client, request) = call(&caller, body(&document.bytes));
+    Ok(Original(
+        client.create_snapshot(request).await?.into_inner().body,
+    ))
+}
+
+async fn context_snapshot_get(caller: Caller, Path(snapshot_id): Path<String>) -> Passed {
+    let (mut client, request) = call(&caller, pb::GetSnapshotRequest { snapshot_id });
+    Ok(Original(
+        client.get_snapshot(request).await?.into_inner().body,
+    ))
 }
 
 async fn list(caller: Caller, document: Document) -> Passed {
@@ -520,6 +539,7 @@ pub fn routes() -> Vec<Route> {
             "Read a capsule with trust signals, or its startup view",
         )
         .feature(features::CONTINUITY_STARTUP_VIEW)
+        .feature(features::CONTINUITY_STARTUP_GRAPH_SUMMARY)
         .feature(features::CONTINUITY_TRUST_SIGNALS)
         .status(404, "No such capsule"),
         r.route(
@@ -604,6 +624,46 @@ pub fn routes() -> Vec<Route> {
             "continuity.retention_plan",
             "Which archived capsules may move to the cold tier",
         ),
+        r.route(
+            Verb::Post,
+            "/v1/context/retrieve",
+            "contextRetrieve",
+            "CogniRelay: a token-budgeted continuation bundle (continuity state, graph, schedule)",
+            context_retrieve,
+        )
+        .calls("Retrieve")
+        .tool(
+            "context.retrieve",
+            "Retrieve a token-budgeted continuation bundle for a task or subject",
+        )
+        .feature(features::CONTEXT_CONTINUITY_STATE)
+        .feature(features::CONTEXT_GRAPH_CONTEXT)
+        .status(404, "continuity_mode required and no capsule resolvable"),
+        r.route(
+            Verb::Post,
+            "/v1/context/snapshot",
+            "contextSnapshotCreate",
+            "CogniRelay: store a context snapshot, immutable and content-addressed",
+            context_snapshot_create,
+        )
+        .calls("CreateSnapshot")
+        .tool(
+            "context.snapshot_create",
+            "Create a context snapshot and store it immutably",
+        ),
+        r.route(
+            Verb::Get,
+            "/v1/context/snapshot/{snapshot_id}",
+            "contextSnapshotGet",
+            "CogniRelay: a stored context snapshot, byte for byte",
+            context_snapshot_get,
+        )
+        .calls("GetSnapshot")
+        .tool(
+            "context.snapshot_get",
+            "Load a stored context snapshot by id",
+        )
+        .status(404, "No such snapshot"),
         r.route(
             Verb::Get,
             "/v1/continuity/history",
