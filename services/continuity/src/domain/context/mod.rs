@@ -17,6 +17,8 @@
 
 pub mod budget;
 pub mod bundle;
+#[cfg(test)]
+mod golden;
 pub mod graph;
 pub mod render;
 pub mod request;
