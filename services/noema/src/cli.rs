@@ -139,6 +139,9 @@ enum Command {
     /// Shared tasks: create, update, query (JSON out).
     #[command(subcommand)]
     Tasks(commands::memory::TasksCommand),
+    /// Context retrieval and snapshots: retrieve, snapshot, snapshot-get (JSON out).
+    #[command(subcommand)]
+    Context(commands::context::ContextCommand),
     /// The MCP endpoint as a client sees it.
     #[command(subcommand)]
     Mcp(commands::mcp::McpCommand),
@@ -352,6 +355,7 @@ async fn dispatch(registry: &Registry, cli: Cli) -> ExitCode {
         Command::Memory(command) => finish(commands::memory::memory(&command).await),
         Command::Search(args) => finish(commands::memory::search(&args).await),
         Command::Tasks(command) => finish(commands::memory::tasks(&command).await),
+        Command::Context(command) => finish(commands::context::context(&command).await),
         Command::Mcp(command) => finish(commands::mcp::mcp(&command).await),
         Command::World(command) => finish(commands::world::world(&command).await),
         Command::Component(command) => finish(commands::world::component(&command).await),

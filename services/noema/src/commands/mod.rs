@@ -7,6 +7,7 @@ mod bench_fill;
 pub mod bench_orchestrator;
 pub mod bench_world;
 pub mod connect;
+pub mod context;
 pub mod continuity;
 pub mod diary;
 pub mod ledger;
