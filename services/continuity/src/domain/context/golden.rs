@@ -647,3 +647,74 @@ fn an_invalid_single_capsule_without_fallback_is_the_reads_400() {
         invalid
     );
 }
+
+/// Multi mode: an invalid active capsule without a fallback is omitted with
+/// `continuity_invalid_capsule:<kind>:<id>` (in `warnings`), a fallback used names its
+/// selector, and a conflicted capsule warns `continuity_conflicted:<kind>:<id>`.
+#[test]
+fn invalid_fallback_and_conflicted_capsules_in_multi_mode() {
+    let r = request(
+        r#"{"task":"x","continuity_selectors":[{"subject_kind":"thread","subject_id":"bad"},
+            {"subject_kind":"thread","subject_id":"old"},{"subject_kind":"peer","subject_id":"p"}],
+            "continuity_max_capsules":3}"#,
+        1200,
+    );
+    let (a, b, c) = (
+        selector(SubjectKind::Thread, "bad"),
+        selector(SubjectKind::Thread, "old"),
+        selector(SubjectKind::Peer, "p"),
+    );
+    let invalid = SelectorSource {
+        active: Some(Err(ContinuityError::invalid(
+            "Invalid continuity capsule: x",
+        ))),
+        ..active(a.clone(), None)
+    };
+    let fallback = SelectorSource {
+        fallback: Some(Ok((capsule("thread", "old", ""), Vec::new()))),
+        ..active(b.clone(), None)
+    };
+    let conflicted = capsule(
+        "peer",
+        "p",
+        r#","capsule_health":{"status":"conflicted","reasons":[],"last_checked_at":"2026-01-01T00:00:00Z"}"#,
+    );
+    let state = continuity_state(
+        &r,
+        &selection(&[a, b, c.clone()]),
+        vec![invalid, fallback, active(c, Some(conflicted))],
+        NOW,
+    )
+    .unwrap();
+    assert_eq!(
+        strs(state.get("recovery_warnings")),
+        [
+            "continuity_active_invalid:thread:bad",
+            "continuity_active_missing:thread:old",
+            "continuity_fallback_used:thread:old"
+        ]
+    );
+    assert_eq!(
+        strs(state.get("warnings")),
+        [
+            "continuity_invalid_capsule:thread:bad",
+            "continuity_conflicted:peer:p"
+        ]
+    );
+    assert_eq!(strs(state.get("omitted_selectors")), ["thread:bad"]);
+    // Salience: the healthy fallback (health 0) before the conflicted peer (2).
+    assert_eq!(
+        strs(state.get("selection_order")),
+        ["explicit:thread:old", "explicit:peer:p"]
+    );
+    let aggregate = state
+        .get("trust_signals")
+        .unwrap()
+        .get("integrity")
+        .unwrap();
+    assert_eq!(
+        aggregate.get("worst_health"),
+        Some(&Json::from("conflicted"))
+    );
+    assert_eq!(aggregate.get("any_fallback"), Some(&Json::Bool(true)));
+}
