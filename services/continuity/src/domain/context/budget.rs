@@ -57,6 +57,7 @@ pub fn budget_block(requested_max_tokens: i64, used: i64) -> Json {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

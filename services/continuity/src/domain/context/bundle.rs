@@ -244,6 +244,7 @@ pub fn retrieve_response(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -162,6 +162,7 @@ fn py_isprintable(c: char) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -149,6 +149,7 @@ fn inferred_selector(request: &RetrieveRequest) -> Result<Option<Selector>, Cont
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::domain::json::Json;

@@ -218,6 +218,7 @@ pub fn check_snapshot_id(snapshot_id: &str) -> Result<(), ContinuityError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

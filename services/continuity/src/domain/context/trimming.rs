@@ -281,6 +281,7 @@ fn phase2_step(continuity: &mut JsonObject, field: &str, budget: i64, dropped: &
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
