@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 cluster_cases!(
     retrieves_bundles_and_keeps_snapshots_per_tenant,
     answers_as_cognirelay_does,
+    the_bundle_reads_memory_files_tasks_and_the_schedule,
 );
 
 const FACTS: &str = include_str!("../facts/cognirelay_context_rest.json");
@@ -426,4 +427,143 @@ async fn retrieves_bundles_and_keeps_snapshots_per_tenant(cluster: &TestCluster)
     )
     .await;
     assert_eq!(status, 403, "{text}");
+}
+
+/// The bundle's evidence comes from the tenant's memory files, search index, tasks and
+/// schedule as the memory routes wrote them: core memory, search hits for the task text, the
+/// questions among them, a thread's tasks and blockers in the graph and its reminders in the
+/// schedule section. Another tenant's bundle shows none of it.
+async fn the_bundle_reads_memory_files_tasks_and_the_schedule(cluster: &TestCluster) {
+    let owner = client_as(&cluster.owner_token);
+    for (path, content) in [
+        (
+            "memory/core/identity.md",
+            "# Identity\nI am agent alpha, keeper of whales.",
+        ),
+        (
+            "memory/summaries/whales.md",
+            "Humpback whales migrate north in spring. When do the whales return south?",
+        ),
+        ("memory/summaries/ships.md", "Ships dock at noon."),
+    ] {
+        let (status, body, _) = post(
+            &owner,
+            cluster,
+            "/v1/write",
+            json!({"path": path, "content": content}),
+        )
+        .await;
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+    let (status, body, _) = post(
+        &owner,
+        cluster,
+        "/v1/tasks",
+        json!({"task_id": "t-9", "title": "Count whales", "owner_peer": "agent:alpha",
+               "thread_id": "release-2", "blocked_by": ["t-8"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let due = (time::OffsetDateTime::now_utc() + time::Duration::hours(2))
+        .replace_nanosecond(0)
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let (status, body, _) = post(
+        &owner,
+        cluster,
+        "/v1/schedule/items",
+        json!({"kind": "reminder", "title": "Recount", "due_at": due,
+               "subject_kind": "thread", "subject_id": "release-2"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body, _) = post(
+        &owner,
+        cluster,
+        "/v1/continuity/upsert",
+        json!({"subject_kind": "thread", "subject_id": "release-2",
+               "capsule": capsule("thread", "release-2", json!({}))}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // The task text finds the evidence: core memory, search hits and their questions.
+    let by_text = json!({"task": "when do whales migrate"});
+    let (status, body, text) = post(&owner, cluster, "/v1/context/retrieve", by_text.clone()).await;
+    assert_eq!(status, 200, "{text}");
+    let bundle = &body["bundle"];
+    assert_eq!(
+        bundle["core_memory"],
+        json!([{"path": "memory/core/identity.md",
+                "snippet": "# Identity\nI am agent alpha, keeper of whales."}])
+    );
+    let relevant: Vec<&str> = bundle["recent_relevant"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| hit["path"].as_str().unwrap())
+        .collect();
+    assert!(relevant.contains(&"memory/summaries/whales.md"), "{text}");
+    assert!(!relevant.contains(&"memory/summaries/ships.md"), "{text}");
+    let questions = bundle["open_questions"].as_array().unwrap();
+    assert!(
+        !questions.is_empty() && questions.iter().all(|q| q.as_str().unwrap().contains('?')),
+        "{text}"
+    );
+
+    // A thread anchors the graph on its tasks and scopes the schedule to its reminders.
+    let by_thread = json!({"task": "status", "subject_kind": "thread", "subject_id": "release-2"});
+    let (status, body, text) =
+        post(&owner, cluster, "/v1/context/retrieve", by_thread.clone()).await;
+    assert_eq!(status, 200, "{text}");
+    let bundle = &body["bundle"];
+    assert_eq!(
+        bundle["graph_context"]["nodes"],
+        json!([{"id": "task:t-9", "kind": "task", "subject_id": "t-9"}]),
+        "{text}"
+    );
+    let upcoming = &bundle["schedule_context"]["upcoming"];
+    assert_eq!(upcoming["count"], 1, "{text}");
+    assert_eq!(upcoming["items"][0]["title"], "Recount", "{text}");
+
+    // A task anchors it on its thread and what blocks it.
+    let (status, body, text) = post(
+        &owner,
+        cluster,
+        "/v1/context/retrieve",
+        json!({"task": "status", "subject_kind": "task", "subject_id": "t-9"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let graph = &body["bundle"]["graph_context"];
+    let nodes: Vec<&str> = graph["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(nodes, ["task:t-8", "thread:release-2"], "{text}");
+    assert_eq!(graph["blockers"][0]["task_id"], "t-9", "{text}");
+    assert_eq!(graph["blockers"][0]["blocked_by_task_id"], "t-8", "{text}");
+
+    // Another tenant asking the same finds none of it.
+    let stranger = client_as(
+        &cluster
+            .issue_token(
+                "agent:stranger",
+                &["search", "read:files", "write:projects"],
+            )
+            .await
+            .unwrap(),
+    );
+    for request in [by_text, by_thread] {
+        let (status, body, text) = post(&stranger, cluster, "/v1/context/retrieve", request).await;
+        assert_eq!(status, 200, "{text}");
+        let bundle = &body["bundle"];
+        assert_eq!(bundle["core_memory"], json!([]), "{text}");
+        assert_eq!(bundle["recent_relevant"], json!([]), "{text}");
+        assert_eq!(bundle["open_questions"], json!([]), "{text}");
+        assert!(!text.contains("t-9") && !text.contains("Recount"), "{text}");
+    }
 }

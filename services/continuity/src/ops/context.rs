@@ -2,11 +2,9 @@
 //! selected capsules, the graph anchor's artifacts, memory, evidence, tasks, schedule), ask
 //! `domain::context`, answer. Reads only; a snapshot is one audited write.
 //!
-//! Memory files, search, tasks and schedule items are not continuity's: they come through
-//! [`ContextInputs`]. Until a memory store is wired in, [`ContinuityOnlyInputs`] supplies none
-//! of them, and the bundle is built from the continuity store alone.
-
-use std::sync::Arc;
+//! Memory files, search hits, tasks and schedule items come through [`ContextInputs`]
+//! (`ops/context_inputs.rs` reads them from the continuity store's memory, task and schedule
+//! tables), so the bundle's rules see plain inputs.
 
 use serde_json::json;
 use time::OffsetDateTime;
@@ -74,32 +72,6 @@ pub trait ContextInputs: Send + Sync {
     async fn tasks(&self, tenant: &str) -> Result<Vec<TaskLink>, Error>;
     /// The scheduled items, as the schedule context reads them.
     async fn schedule(&self, tenant: &str) -> Result<Vec<ScheduleEntry>, Error>;
-}
-
-/// The inputs continuity alone has: no memory files, search index, tasks or schedule (the
-/// memory store supplies those when it is wired in).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ContinuityOnlyInputs;
-
-#[tonic::async_trait]
-impl ContextInputs for ContinuityOnlyInputs {
-    async fn memory_documents(&self, _: &str, _: &[String]) -> Result<Vec<MemoryDocument>, Error> {
-        Ok(Vec::new())
-    }
-    async fn search(&self, _: &str, _: &SearchQuery) -> Result<Vec<Json>, Error> {
-        Ok(Vec::new())
-    }
-    async fn tasks(&self, _: &str) -> Result<Vec<TaskLink>, Error> {
-        Ok(Vec::new())
-    }
-    async fn schedule(&self, _: &str) -> Result<Vec<ScheduleEntry>, Error> {
-        Ok(Vec::new())
-    }
-}
-
-/// The default inputs.
-pub fn continuity_only() -> Arc<dyn ContextInputs> {
-    Arc::new(ContinuityOnlyInputs)
 }
 
 fn readable(caller: &Caller, path: &str) -> Result<bool, ContinuityError> {

@@ -56,7 +56,7 @@ fn readable(caller: &Caller) -> Option<Vec<String>> {
     }
 }
 
-fn hit(row: HitRow, searching: bool) -> Hit {
+pub(super) fn hit(row: HitRow, searching: bool) -> Hit {
     let score = if searching {
         Some(memory::relevance_score(row.relevance, row.importance))
     } else {

@@ -8,6 +8,7 @@ mod artifacts;
 mod capsules;
 mod cold;
 mod context;
+mod context_inputs;
 mod memory;
 mod plans;
 mod reads;
@@ -33,7 +34,8 @@ use crate::store::ContinuityStore;
 
 pub use artifacts::ArtifactCheck;
 pub use capsules::Written;
-pub use context::{ContextInputs, ContinuityOnlyInputs, SEARCH, SearchQuery};
+pub use context::{ContextInputs, SEARCH, SearchQuery};
+pub use context_inputs::StoreInputs;
 pub use reads::{History, ReadAnswer};
 pub use schedule::ScheduleCreated;
 
@@ -73,20 +75,14 @@ pub struct Continuity {
 
 impl Continuity {
     pub fn new(store: ContinuityStore, objects: Arc<dyn ObjectStore>, options: Options) -> Self {
+        let inputs = Arc::new(StoreInputs::new(store.clone()));
         Continuity {
             store,
             objects,
             options,
             capsules: quick_cache::sync::Cache::new(CACHED_CAPSULES),
-            inputs: context::continuity_only(),
+            inputs,
         }
-    }
-
-    /// The same service reading memory files, search hits, tasks and schedule items for
-    /// context bundles from `inputs` (by default it has none of them).
-    pub fn with_context_inputs(mut self, inputs: Arc<dyn ContextInputs>) -> Self {
-        self.inputs = inputs;
-        self
     }
 
     pub fn store(&self) -> &ContinuityStore {

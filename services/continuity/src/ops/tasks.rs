@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::store::{TaskFilter, TaskRow, TaskWrite};
 
 /// A stored task's document, or `Corrupt` when the row does not hold one.
-fn task_of(row: &TaskRow) -> Result<Task, Error> {
+pub(super) fn task_of(row: &TaskRow) -> Result<Task, Error> {
     match Json::parse(row.document.as_bytes()) {
         Ok(Json::Object(document)) => Ok(Task::from_document(document)),
         _ => Err(Error::Corrupt(format!(
