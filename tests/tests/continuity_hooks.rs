@@ -1,9 +1,8 @@
 //! CogniRelay's own client hooks against Noema's gateway: the continuity save hook
-//! (template → dry-run → write → readback, facts, doctor) and the retrieval hook's startup
-//! read, run as the PyPI package `cognirelay==1.4.15` ships them. scripts/test installs
+//! (template → dry-run → write → readback, facts, doctor) and the retrieval hook (startup
+//! read, then context retrieval), run as the PyPI package `cognirelay==1.4.15` ships them. scripts/test installs
 //! the package (scripts/lib/cognirelay_hooks.sh) and says where through
 //! NOEMA_COGNIRELAY_HOOKS and NOEMA_COGNIRELAY_PYTHON; without them these tests fail.
-//! (The retrieval hook's `/v1/context/retrieve` step is issue 16's.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -105,7 +104,7 @@ fn filled(mut payload: Value, updated_at: &str, priority: &str) -> Value {
 
 async fn save_and_read_back(cluster: &TestCluster) {
     let token = cluster
-        .issue_token("hook-agent", &["read:files", "write:projects"])
+        .issue_token("hook-agent", &["read:files", "write:projects", "search"])
         .await
         .unwrap();
     let stranger = cluster
@@ -191,6 +190,41 @@ async fn save_and_read_back(cluster: &TestCluster) {
         startup["result"]["startup"]["capsule"]["continuity"]["open_loops"],
         json!(["run the hook tests"]),
         "{startup}"
+    );
+
+    // The retrieval hook with context retrieval on: the startup read, then
+    // `/v1/context/retrieve` for the same subject. The capsule says it was updated on
+    // 2026-01-01, long enough ago to be `expired_by_age`, so retrieval leaves it out with
+    // CogniRelay's warning, as §10 says (the startup read above still shows it).
+    let (code, both) = hook(
+        retrieval,
+        &[
+            &["--context-retrieve", "--task", "resume the hook tests"],
+            &subject[..],
+        ]
+        .concat(),
+        &net,
+        None,
+    )
+    .await;
+    assert_eq!(code, 0, "{both}");
+    let bundle = &both["result"]["context"]["bundle"];
+    assert_eq!(bundle["task"], "resume the hook tests", "{both}");
+    let state = &bundle["continuity_state"];
+    assert_eq!(
+        state["requested_selectors"],
+        json!(["thread:issue-15"]),
+        "{both}"
+    );
+    assert_eq!(
+        state["omitted_selectors"],
+        json!(["thread:issue-15"]),
+        "{both}"
+    );
+    assert_eq!(state["warnings"], json!(["continuity_expired"]), "{both}");
+    assert_eq!(
+        bundle["graph_context"]["anchor"]["id"], "thread:issue-15",
+        "{both}"
     );
 
     // Another tenant's token finds nothing there: the startup read answers as for a
