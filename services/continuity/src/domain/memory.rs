@@ -572,6 +572,17 @@ fn float(value: Option<f64>) -> Json {
         .map_or(Json::Null, Json::Number)
 }
 
+/// Search hits in the order `/v1/search` answers them: by the score shown (the engine ranked
+/// by its unrounded relevance), best first, then by path.
+pub fn rank_by_score(hits: &mut [Hit]) {
+    hits.sort_by(|a, b| {
+        b.score
+            .unwrap_or(0.0)
+            .total_cmp(&a.score.unwrap_or(0.0))
+            .then_with(|| a.path.cmp(&b.path))
+    });
+}
+
 impl Hit {
     /// `{path, type, size, modified_at, snippet, tags, importance, score}`.
     pub fn to_json(&self) -> Json {

@@ -65,13 +65,7 @@ impl ContextInputs for StoreInputs {
             .into_iter()
             .map(|row| hit(row, true))
             .collect();
-        // As `/v1/search` answers: by the score shown, then path.
-        hits.sort_by(|a, b| {
-            b.score
-                .unwrap_or(0.0)
-                .total_cmp(&a.score.unwrap_or(0.0))
-                .then_with(|| a.path.cmp(&b.path))
-        });
+        memory::rank_by_score(&mut hits);
         Ok(hits.iter().map(|h| h.to_json()).collect())
     }
 

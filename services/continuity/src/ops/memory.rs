@@ -188,14 +188,7 @@ impl Continuity {
                 .map(|row| hit(row, true))
                 .collect();
             if !q.by_recency {
-                // The engine ordered by its unrounded relevance; the answer is ordered by the
-                // score it shows, then path.
-                hits.sort_by(|a, b| {
-                    b.score
-                        .unwrap_or(0.0)
-                        .total_cmp(&a.score.unwrap_or(0.0))
-                        .then_with(|| a.path.cmp(&b.path))
-                });
+                memory::rank_by_score(&mut hits);
             }
             hits
         };
