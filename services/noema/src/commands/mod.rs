@@ -2,6 +2,7 @@
 //! runtime would, through noema-client.
 
 pub mod bench;
+pub mod bench_context;
 pub mod bench_continuity;
 mod bench_fill;
 pub mod bench_orchestrator;
