@@ -292,11 +292,20 @@ fn tags(content: &str) -> Vec<String> {
 
 /// `" ".join(text.split())`, cut at 240 characters with `...`.
 pub fn snippet(content: &str) -> String {
-    let joined = content
-        .split(is_py_space)
-        .filter(|w| !w.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
+    // Only the words up to the cut are joined: a long log's snippet costs its first words.
+    let mut joined = String::new();
+    let mut chars = 0;
+    for word in content.split(is_py_space).filter(|w| !w.is_empty()) {
+        if chars > SNIPPET_CHARS {
+            break;
+        }
+        if !joined.is_empty() {
+            joined.push(' ');
+            chars += 1;
+        }
+        joined.push_str(word);
+        chars += word.chars().count();
+    }
     match joined.char_indices().nth(SNIPPET_CHARS) {
         Some((at, _)) => format!("{}...", &joined[..at]),
         None => joined,
@@ -856,5 +865,22 @@ mod tests {
             to_py_json(&err.body()),
             r#"{"detail":[{"type":"greater_than_equal","loc":["body","limit"],"msg":"Input should be greater than or equal to 1","input":0,"ctx":{"ge":1}}]}"#
         );
+    }
+
+    #[test]
+    fn snippets_join_whitespace_separated_words_and_cut_at_240_characters() {
+        assert_eq!(snippet("  a\n\tb  c\r\n"), "a b c");
+        assert_eq!(snippet(""), "");
+        // 240 characters exactly: no cut; one more: cut with `...`.
+        let exact = format!("{} {}", "x".repeat(119), "é".repeat(120));
+        assert_eq!(snippet(&exact), exact);
+        let longer = format!("{exact}\n\ny and more");
+        assert_eq!(snippet(&longer), format!("{exact}..."));
+        // A long log: its first words only, the cut inside a word.
+        let log = "abcdef ".repeat(10_000);
+        let cut = snippet(&log);
+        assert_eq!(cut.chars().count(), 243);
+        assert_eq!(&cut[..14], "abcdef abcdef ");
+        assert!(cut.ends_with("abcdef ab..."), "{cut}");
     }
 }

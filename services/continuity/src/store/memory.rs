@@ -15,6 +15,7 @@ use noema_store::sql::{Builder, Engine, query};
 use noema_store::{Backend, with_pool};
 use time::OffsetDateTime;
 
+use super::writes::{Landed, Write};
 use super::ContinuityStore;
 use crate::domain::memory::{Description, RebuildCounts, describe, modified, revision_id};
 use crate::error::Error;
@@ -112,23 +113,16 @@ const PG_TERMS: &str = "setweight(to_tsvector('simple', translate($3, '/._', '  
      || setweight(to_tsvector('simple', $4), 'B')";
 
 impl ContinuityStore {
-    /// Writes one document and its index row in one audited transaction.
+    /// Writes one document and its index row in one audited transaction, committed in a
+    /// group with the other writes waiting (one WAL fsync for all on SQLite).
     pub async fn memory_write(&self, write: MemoryWrite) -> Result<MemoryWritten, Error> {
-        let _turn = match self.database() {
-            noema_store::Database::Sqlite(_) => Some(self.sqlite_writer.lock().await),
-            noema_store::Database::Postgres(_) => None,
-        };
-        with_pool!(self.database(), |pool| {
-            let mut tx = AuditedTx::begin(pool).await?;
-            let written = put(&mut tx, &write).await?;
-            if written.committed {
-                tx.record(write.audit.clone(), write.at);
-                tx.commit().await?;
-            } else {
-                tx.rollback().await?;
-            }
-            Ok(written)
-        })
+        match self.writer().write(Write::Memory(Box::new(write))).await? {
+            Ok(Landed::Memory(written)) => Ok(written),
+            // A memory write is never refused and always answers its revision.
+            Ok(Landed::Done) | Err(_) => Err(Error::Corrupt(
+                "a memory write answered no revision".into(),
+            )),
+        }
     }
 
     /// The tenant's document at `path` (normalised).
@@ -330,7 +324,7 @@ fn hit_statement<'a, D: Engine>(
     b
 }
 
-async fn put<D: Engine>(
+pub(super) async fn put<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     w: &MemoryWrite,
 ) -> Result<MemoryWritten, Error> {

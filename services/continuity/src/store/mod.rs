@@ -77,7 +77,7 @@ impl ContinuityStore {
     /// Commits `write` (in a group with whatever other writes are waiting) and answers
     /// whether it landed: `Ok(Err(refusal))` when the state it was computed against moved.
     pub async fn write(&self, write: Write) -> Result<Result<(), Refusal>, Error> {
-        self.writer().write(write).await
+        Ok(self.writer().write(write).await?.map(drop))
     }
 
     /// Commits `writes` as one group, now, answering each.
@@ -86,7 +86,11 @@ impl ContinuityStore {
             Database::Sqlite(_) => Some(self.sqlite_writer.lock().await),
             Database::Postgres(_) => None,
         };
-        writer::commit(&self.db, writes).await
+        writer::commit(&self.db, writes)
+            .await
+            .into_iter()
+            .map(|outcome| outcome.map(|landed| landed.map(drop)))
+            .collect()
     }
 
     /// Writes the audit chain's first entry if the log is empty. Safe to race.

@@ -14,7 +14,7 @@ use noema_store::sql::Engine;
 use sqlx::Acquire;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::writes::{Refusal, Write};
+use super::writes::{Landed, Refusal, Write};
 use crate::error::Error;
 
 /// Most writes in one transaction: bounds how long the SQLite write lock is held.
@@ -22,7 +22,7 @@ const MAX_BATCH: usize = 128;
 /// Writes waiting for the writer before callers wait to hand theirs over.
 const QUEUE: usize = 4 * MAX_BATCH;
 
-type Outcome = Result<Result<(), Refusal>, Error>;
+type Outcome = Result<Result<Landed, Refusal>, Error>;
 
 struct Pending {
     write: Write,
@@ -107,7 +107,7 @@ pub(super) async fn commit(db: &Database, writes: Vec<Write>) -> Vec<Outcome> {
     }
 }
 
-async fn group(db: &Database, writes: &[Write]) -> Result<Vec<Result<(), Refusal>>, Error> {
+async fn group(db: &Database, writes: &[Write]) -> Result<Vec<Result<Landed, Refusal>>, Error> {
     match db {
         Database::Sqlite(pool) => {
             let mut conn = pool.acquire().await?;
@@ -123,7 +123,7 @@ async fn group(db: &Database, writes: &[Write]) -> Result<Vec<Result<(), Refusal
 async fn in_transaction<'c, D: Engine>(
     conn: impl sqlx::Acquire<'c, Database = D>,
     writes: &[Write],
-) -> Result<Vec<Result<(), Refusal>>, Error> {
+) -> Result<Vec<Result<Landed, Refusal>>, Error> {
     let mut tx = AuditedTx::begin(conn).await?;
     let mut outcomes = Vec::with_capacity(writes.len());
     for write in writes {

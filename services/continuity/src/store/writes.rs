@@ -10,6 +10,7 @@ use noema_store::audit::AuditedTx;
 use noema_store::sql::{Engine, query};
 use time::OffsetDateTime;
 
+use super::memory::{MemoryWrite, MemoryWritten};
 use crate::domain::subject::SubjectKey;
 use crate::error::Error;
 
@@ -148,6 +149,8 @@ pub struct SnapshotWrite {
 #[derive(Debug, Clone)]
 pub enum Write {
     Capsule(Box<CapsuleWrite>),
+    /// A memory document's write or append (`store/memory.rs`).
+    Memory(Box<MemoryWrite>),
     Archive(Box<ArchiveWrite>),
     Delete(Box<DeleteWrite>),
     ColdStore(Box<ColdStoreWrite>),
@@ -161,6 +164,7 @@ impl Write {
     fn audit(&self) -> (AuditDraft, OffsetDateTime) {
         match self {
             Write::Capsule(w) => (w.audit.clone(), w.at),
+            Write::Memory(w) => (w.audit.clone(), w.at),
             Write::Archive(w) => (w.audit.clone(), w.at),
             Write::Delete(w) => (w.audit.clone(), w.at),
             Write::ColdStore(w) => (w.audit.clone(), w.at),
@@ -174,8 +178,17 @@ impl Write {
     pub(super) async fn apply<D: Engine>(
         &self,
         tx: &mut AuditedTx<'_, D>,
-    ) -> Result<Result<(), Refusal>, Error> {
+    ) -> Result<Result<Landed, Refusal>, Error> {
         let outcome = match self {
+            Write::Memory(w) => {
+                let written = super::memory::put(tx, w).await?;
+                // Writing a document's content again is no change and no audit entry.
+                if written.committed {
+                    let (draft, at) = self.audit();
+                    tx.record(draft, at);
+                }
+                return Ok(Ok(Landed::Memory(written)));
+            }
             Write::Capsule(w) => capsule(tx, w).await?,
             Write::Archive(w) => archive(tx, w).await?,
             Write::Delete(w) => delete(tx, w).await?,
@@ -188,8 +201,16 @@ impl Write {
             let (draft, at) = self.audit();
             tx.record(draft, at);
         }
-        Ok(outcome)
+        Ok(outcome.map(|()| Landed::Done))
     }
+}
+
+/// What a write that landed answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Landed {
+    Done,
+    /// A memory document's revision after the write.
+    Memory(MemoryWritten),
 }
 
 async fn capsule<D: Engine>(
