@@ -15,8 +15,8 @@ use noema_store::sql::{Builder, Engine, query};
 use noema_store::{Backend, with_pool};
 use time::OffsetDateTime;
 
-use super::writes::{Landed, Write};
 use super::ContinuityStore;
+use super::writes::{Landed, Write};
 use crate::domain::memory::{Description, RebuildCounts, describe, modified, revision_id};
 use crate::error::Error;
 
@@ -119,9 +119,9 @@ impl ContinuityStore {
         match self.writer().write(Write::Memory(Box::new(write))).await? {
             Ok(Landed::Memory(written)) => Ok(written),
             // A memory write is never refused and always answers its revision.
-            Ok(Landed::Done) | Err(_) => Err(Error::Corrupt(
-                "a memory write answered no revision".into(),
-            )),
+            Ok(Landed::Done) | Err(_) => {
+                Err(Error::Corrupt("a memory write answered no revision".into()))
+            }
         }
     }
 

@@ -84,6 +84,7 @@ pub enum Phase {
 }
 
 /// Words of an agent's working notes, most common first.
+#[rustfmt::skip]
 const COMMON: &[&str] = &[
     "the", "and", "user", "agent", "task", "memory", "session", "file", "error", "test", "build",
     "release", "plan", "review", "deploy", "server", "request", "answer", "question", "issue",
@@ -196,7 +197,13 @@ impl Vocabulary {
     }
 }
 
-const RECORD_KINDS: [&str; 5] = ["observation", "action", "reflection", "tool_call", "message"];
+const RECORD_KINDS: [&str; 5] = [
+    "observation",
+    "action",
+    "reflection",
+    "tool_call",
+    "message",
+];
 
 /// One episodic record, as an agent logs it.
 fn record(vocabulary: &Vocabulary, rng: &mut Rng, n: u64) -> Value {
@@ -221,12 +228,7 @@ fn stamp(n: u64) -> String {
 
 /// Memory file `index` of the fill with its `entries` entries: 8 in 10 files are episodic
 /// session logs, 1 a journal day, 1 a note (core or summary).
-fn memory_file(
-    vocabulary: &Vocabulary,
-    run: &str,
-    index: u64,
-    entries: u64,
-) -> (String, String) {
+fn memory_file(vocabulary: &Vocabulary, run: &str, index: u64, entries: u64) -> (String, String) {
     let mut rng = Rng::new(index.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ 0x5eed);
     let mut content = String::new();
     match index % 10 {
@@ -447,8 +449,7 @@ impl Bench {
                 let mut index = worker;
                 while index < files {
                     let count = per_file.min(entries - index * per_file);
-                    let (path, content) =
-                        memory_file(&bench.vocabulary, &bench.run, index, count);
+                    let (path, content) = memory_file(&bench.vocabulary, &bench.run, index, count);
                     bench
                         .post("/v1/write", &json!({"path": path, "content": content}))
                         .await?;
