@@ -10,7 +10,14 @@ use noema_e2e::{TestCluster, client_as, cluster_cases};
 use noema_proto::identity::v1::IssueTokenRequest;
 use serde_json::{Value, json};
 
-cluster_cases!(peers_and_handoffs, shared_and_reconciliations);
+/// CogniRelay 1.4.15's answers, recorded by scripts/record-coordination-facts.
+const FACTS: &str = include_str!("../facts/cognirelay_coordination_rest.json");
+
+cluster_cases!(
+    peers_and_handoffs,
+    shared_and_reconciliations,
+    answers_as_the_original,
+);
 
 struct Rest {
     client: reqwest::Client,
@@ -1480,4 +1487,75 @@ async fn shared_and_reconciliations(cluster: &TestCluster) {
     let mut statuses = [first.0, other.0];
     statuses.sort_unstable();
     assert_eq!(statuses, [200, 409], "{first:?} {other:?}");
+}
+
+/// A body as the facts keep it: artifact ids, UTC timestamps and `latest_commit` masked (the
+/// same rules as scripts/record-coordination-facts).
+fn normalised(body: &str) -> String {
+    let ids = regex::Regex::new(r"\b(handoff|shared|recon)_[0-9a-f]{32}\b").unwrap();
+    let stamps = regex::Regex::new(r#""\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z""#).unwrap();
+    let commits = regex::Regex::new(r#""latest_commit":"[^"]*""#).unwrap();
+    let body = ids.replace_all(body, "${1}_<id>");
+    let body = stamps.replace_all(&body, "\"<ts>\"");
+    commits
+        .replace_all(&body, "\"latest_commit\":\"<masked>\"")
+        .into_owned()
+}
+
+/// The recorded cases replayed on Noema (a token of `peer-1` with continuity's scopes and
+/// admin, as the original's all-scope token): the same status and, normalised, the same bytes.
+async fn answers_as_the_original(cluster: &TestCluster) {
+    let facts: Value = serde_json::from_str(FACTS).unwrap();
+    let me = Rest::new(
+        cluster,
+        &token(
+            cluster,
+            "facts",
+            "peer-1",
+            &["continuity:read", "continuity:write", "continuity:admin"],
+        )
+        .await,
+    );
+    let placeholder = regex::Regex::new(r"\{(\w+)\}").unwrap();
+    let mut captured = std::collections::HashMap::<String, String>::new();
+    for case in facts["cases"].as_array().unwrap() {
+        let fill = |text: &str| {
+            placeholder
+                .replace_all(text, |c: &regex::Captures| captured[&c[1]].clone())
+                .into_owned()
+        };
+        let path = fill(case["path"].as_str().unwrap());
+        let body = case["body"].as_str().map(fill);
+        let request = match case["method"].as_str().unwrap() {
+            "GET" => me.client.get(format!("{}{path}", me.base)),
+            _ => me
+                .client
+                .post(format!("{}{path}", me.base))
+                .header("content-type", "application/json")
+                .body(body.unwrap_or_default()),
+        };
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        if let Some(capture) = case["capture"].as_object() {
+            let answer: Value = serde_json::from_str(&text).unwrap();
+            for (name, pointer) in capture {
+                let value = answer.pointer(pointer.as_str().unwrap()).unwrap();
+                captured.insert(name.clone(), value.as_str().unwrap().to_owned());
+            }
+        }
+        if case["setup"] == true {
+            assert_eq!(status, 200, "{}: {text}", case["name"]);
+            continue;
+        }
+        assert_eq!(
+            (status, normalised(&text)),
+            (
+                case["status"].as_u64().unwrap() as u16,
+                case["response"].as_str().unwrap().to_owned()
+            ),
+            "{}",
+            case["name"]
+        );
+    }
 }

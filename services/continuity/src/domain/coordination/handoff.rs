@@ -9,8 +9,8 @@ use super::super::error::ContinuityError;
 use super::super::json::{Json, JsonObject};
 use super::super::model::{Capsule, SUBJECT_KINDS};
 use super::super::schema::{Field, Model, Ty};
-use super::super::timestamp::format_iso;
 use super::super::write::{health_summary, verification_status};
+use super::utc_now_text;
 use super::{LIMIT, OFFSET, forbidden, string_array, text, text_or_null};
 
 pub const DIR: &str = "memory/coordination/handoffs";
@@ -173,7 +173,7 @@ pub fn create(
     d.insert("schema_type", Json::from("continuity_handoff"));
     d.insert("schema_version", Json::from("1.0"));
     d.insert("handoff_id", Json::from(handoff_id));
-    d.insert("created_at", Json::from(format_iso(now)));
+    d.insert("created_at", Json::from(utc_now_text(now)));
     d.insert("created_by", Json::from(sender));
     d.insert("sender_peer", Json::from(sender));
     d.insert("recipient_peer", text_or_null(request, "recipient_peer"));
@@ -232,7 +232,7 @@ pub fn consume(
     let mut d = handoff.document.clone();
     d.insert("recipient_status", Json::from(status));
     d.insert("recipient_reason", reason);
-    d.insert("consumed_at", Json::from(format_iso(now)));
+    d.insert("consumed_at", Json::from(utc_now_text(now)));
     d.insert("consumed_by", Json::from(peer));
     Ok(Consumed::Updated(Handoff { document: d }))
 }

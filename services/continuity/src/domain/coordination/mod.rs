@@ -17,6 +17,11 @@ use super::error::{ConflictKind, ContinuityError, Loc, LocPart};
 use super::json::{Json, JsonObject};
 use super::schema::{Field, Model, Ty, validate_at, validate_body};
 
+/// A server-generated timestamp as the original writes it: UTC, `Z`, whole seconds.
+pub fn utc_now_text(now: time::OffsetDateTime) -> String {
+    super::timestamp::format_iso(super::timestamp::whole_seconds(now))
+}
+
 /// Whether the caller bypasses the peer-scoped visibility rules (the original's
 /// `admin:peers`; in Noema also `continuity:admin` and a superuser).
 pub fn is_admin(caller: &Caller) -> bool {

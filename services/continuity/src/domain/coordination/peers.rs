@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 use super::super::error::ContinuityError;
 use super::super::json::{Json, JsonObject};
 use super::super::schema::{Field, Model, Ty};
-use super::super::timestamp::format_iso;
+use super::utc_now_text;
 use super::{conflict, strings, text, validated};
 
 /// The registry's path in the original (what namespaces are checked against).
@@ -236,7 +236,7 @@ pub fn register(
             "public_key fingerprint is required for trusted peers",
         ));
     }
-    let stamp = format_iso(now);
+    let stamp = utc_now_text(now);
     let created_at = previous
         .and_then(|p| text(&p.record, "created_at"))
         .filter(|c| !c.is_empty())
@@ -298,7 +298,7 @@ pub fn transition(
     {
         return Err(conflict("Peer fingerprint mismatch for trust transition"));
     }
-    let stamp = format_iso(now);
+    let stamp = utc_now_text(now);
     let mut history: Vec<Json> = peer
         .record
         .get("trust_history")

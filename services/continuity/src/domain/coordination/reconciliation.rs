@@ -14,7 +14,7 @@ use time::OffsetDateTime;
 use super::super::error::ContinuityError;
 use super::super::json::{Json, JsonObject};
 use super::super::schema::{Field, Model, Ty};
-use super::super::timestamp::format_iso;
+use super::utc_now_text;
 use super::{LIMIT, OFFSET, forbidden, integer, string_array, strings, text, text_or_null};
 
 pub const DIR: &str = "memory/coordination/reconciliations";
@@ -437,7 +437,7 @@ pub fn open(
     owner: &str,
     now: OffsetDateTime,
 ) -> Reconciliation {
-    let stamp = format_iso(now);
+    let stamp = utc_now_text(now);
     let mut participants: Vec<String> = Vec::new();
     for claim in &request.claims {
         if claim.claimant_peer != owner && !participants.contains(&claim.claimant_peer) {
@@ -528,7 +528,7 @@ pub fn resolve(
     if integer(request, "expected_version") != Some(current) {
         return Err(super::conflict("Reconciliation version conflict"));
     }
-    let stamp = format_iso(now);
+    let stamp = utc_now_text(now);
     let mut d = record.document.clone();
     d.insert("status", Json::from("resolved"));
     d.insert("resolution_outcome", Json::from(outcome));

@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 use super::super::error::ContinuityError;
 use super::super::json::{Json, JsonObject};
 use super::super::schema::{Field, Model, Ty};
-use super::super::timestamp::format_iso;
+use super::utc_now_text;
 use super::{LIMIT, OFFSET, forbidden, integer, string_array, strings, text, text_or_null};
 
 pub const DIR: &str = "memory/coordination/shared";
@@ -237,7 +237,7 @@ pub fn check_create_state(request: &JsonObject) -> Result<(), ContinuityError> {
 
 /// The artifact a create request makes.
 pub fn create(request: &JsonObject, shared_id: &str, owner: &str, now: OffsetDateTime) -> Shared {
-    let stamp = format_iso(now);
+    let stamp = utc_now_text(now);
     let mut d = JsonObject::new();
     d.insert("schema_type", Json::from("coordination_shared_state"));
     d.insert("schema_version", Json::from("1.0"));
@@ -287,7 +287,7 @@ pub fn update(
     d.insert("title", text_or_null(request, "title"));
     d.insert("summary", text_or_null(request, "summary"));
     d.insert("shared_state", state(request));
-    d.insert("updated_at", Json::from(format_iso(now)));
+    d.insert("updated_at", Json::from(utc_now_text(now)));
     d.insert("version", Json::from(current + 1));
     d.insert("last_updated_by", Json::from(peer));
     Ok(Shared { document: d })
