@@ -794,6 +794,17 @@ async fn shared_and_reconciliations(cluster: &TestCluster) {
             json!("participant_peers must not contain duplicates"),
         ),
         (shared(json!(["zed"])), 404, json!("Peer not found: zed")),
+        // Each participant in turn, as the original checks them.
+        (
+            shared(json!(["zed", "alice"])),
+            404,
+            json!("Peer not found: zed"),
+        ),
+        (
+            shared(json!(["bob", "alice"])),
+            400,
+            json!("participant_peers must not include owner_peer"),
+        ),
         (
             shared(json!(["dave"])),
             409,

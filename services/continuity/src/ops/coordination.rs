@@ -501,8 +501,9 @@ impl Continuity {
         let request = shared::check_create(&parse_body(body)?)?;
         caller.require(WRITE)?;
         caller.require_write_path(&shared::path("x"))?;
-        let named = shared::participants(&request, caller.peer_id())?;
-        for peer in &named {
+        let named = shared::participants(&request);
+        for (index, peer) in named.iter().enumerate() {
+            shared::check_participant(&named, index, caller.peer_id())?;
             self.require_usable_peer(&caller.tenant, peer).await?;
         }
         shared::check_create_state(&request)?;

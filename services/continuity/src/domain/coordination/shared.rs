@@ -209,25 +209,32 @@ pub fn check_create(body: &Json) -> Result<JsonObject, ContinuityError> {
     super::validated(&CREATE_REQUEST, body)
 }
 
-/// The participants a create names, checked against the owner and each other (400); the
-/// registry checks follow, in the same order.
-pub fn participants(request: &JsonObject, owner: &str) -> Result<Vec<String>, ContinuityError> {
-    let named = strings(request, "participant_peers");
-    let mut seen: Vec<&str> = Vec::new();
-    for peer in &named {
-        if peer == owner {
-            return Err(ContinuityError::invalid(
-                "participant_peers must not include owner_peer",
-            ));
-        }
-        if seen.contains(&peer.as_str()) {
-            return Err(ContinuityError::invalid(
-                "participant_peers must not contain duplicates",
-            ));
-        }
-        seen.push(peer);
+/// The check of the `index`th participant a create names, before its registry check (the
+/// original checks each in turn: not the owner, not named before, registered, trusted).
+pub fn check_participant(
+    named: &[String],
+    index: usize,
+    owner: &str,
+) -> Result<(), ContinuityError> {
+    let Some(peer) = named.get(index) else {
+        return Ok(());
+    };
+    if peer == owner {
+        return Err(ContinuityError::invalid(
+            "participant_peers must not include owner_peer",
+        ));
     }
-    Ok(named)
+    if named.iter().take(index).any(|p| p == peer) {
+        return Err(ContinuityError::invalid(
+            "participant_peers must not contain duplicates",
+        ));
+    }
+    Ok(())
+}
+
+/// The participants a create names.
+pub fn participants(request: &JsonObject) -> Vec<String> {
+    strings(request, "participant_peers")
 }
 
 /// The service-level checks of a create, after the participants passed the registry.
