@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::continuity::{COGNIRELAY, Original, Passed, body, call};
+use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call};
 use crate::features;
 use crate::forward::{Caller, RawJson};
 use crate::route::{Route, Verb};
@@ -17,20 +17,13 @@ use crate::route::{Route, Verb};
 /// `POST /v1/coordination/handoff/create` body.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct HandoffCreate {
-    /// A registered, not untrusted peer (1-200)
     pub recipient_peer: String,
     /// user, peer, thread or task: the active capsule handed off
     pub subject_kind: String,
     pub subject_id: String,
-    #[serde(default)]
     pub task_id: Option<String>,
-    #[serde(default)]
     pub thread_id: Option<String>,
-    /// Up to 240 characters
-    #[serde(default)]
     pub note: Option<String>,
-    #[serde(default)]
-    pub commit_message: Option<String>,
 }
 
 /// `POST /v1/coordination/handoff/{handoff_id}/consume` body.
@@ -38,8 +31,6 @@ pub struct HandoffCreate {
 pub struct HandoffConsume {
     /// accepted_advisory, deferred or rejected
     pub status: String,
-    /// Up to 240 characters
-    #[serde(default)]
     pub reason: Option<String>,
 }
 
@@ -53,53 +44,10 @@ pub struct HandoffQueryParams {
     /// pending, accepted_advisory, deferred or rejected
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
-    /// 0 and up (0)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<String>,
-    /// 1-100 (20)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
-}
-
-/// `POST /v1/coordination/shared/create` body.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct SharedCreate {
-    /// 1-8 registered peers besides the owner
-    pub participant_peers: Vec<String>,
-    #[serde(default)]
-    pub task_id: Option<String>,
-    #[serde(default)]
-    pub thread_id: Option<String>,
-    /// 1-120 characters
-    pub title: String,
-    #[serde(default)]
-    pub summary: Option<String>,
-    #[serde(default)]
-    pub constraints: Vec<String>,
-    #[serde(default)]
-    pub drift_signals: Vec<String>,
-    #[serde(default)]
-    pub coordination_alerts: Vec<String>,
-    #[serde(default)]
-    pub commit_message: Option<String>,
-}
-
-/// `POST /v1/coordination/shared/{shared_id}/update` body (unknown fields refused).
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct SharedUpdate {
-    /// The version read; another one is a 409
-    pub expected_version: i64,
-    pub title: String,
-    #[serde(default)]
-    pub summary: Option<String>,
-    #[serde(default)]
-    pub constraints: Vec<String>,
-    #[serde(default)]
-    pub drift_signals: Vec<String>,
-    #[serde(default)]
-    pub coordination_alerts: Vec<String>,
-    #[serde(default)]
-    pub commit_message: Option<String>,
 }
 
 /// `GET /v1/coordination/shared/query` parameters (one filter at least).
@@ -117,54 +65,6 @@ pub struct SharedQueryParams {
     pub offset: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
-}
-
-/// One claim of a reconciliation.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct Claim {
-    /// handoff or shared
-    pub source_kind: String,
-    pub source_id: String,
-    pub claimant_peer: String,
-    pub claim_summary: String,
-    /// frame_present, frame_absent_evidence_confirms or frame_status_unknown
-    pub epistemic_status: String,
-    #[serde(default)]
-    pub evidence_refs: Vec<String>,
-    /// Required for shared claims, refused for handoff claims
-    #[serde(default)]
-    pub observed_version: Option<i64>,
-}
-
-/// `POST /v1/coordination/reconciliation/open` body (unknown fields refused).
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ReconciliationOpen {
-    #[serde(default)]
-    pub task_id: Option<String>,
-    #[serde(default)]
-    pub thread_id: Option<String>,
-    pub title: String,
-    #[serde(default)]
-    pub summary: Option<String>,
-    /// contradictory, stale_observation, frame_conflict or concurrent_race
-    pub classification: String,
-    /// handoff_vs_handoff, shared_vs_shared, handoff_vs_shared or concurrent_mutation_race
-    pub trigger: String,
-    /// 2-4 claims
-    pub claims: Vec<Claim>,
-    #[serde(default)]
-    pub commit_message: Option<String>,
-}
-
-/// `POST /v1/coordination/reconciliation/{reconciliation_id}/resolve` body.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ReconciliationResolve {
-    pub expected_version: i64,
-    /// advisory_only, conflicted or rejected
-    pub outcome: String,
-    pub resolution_summary: String,
-    #[serde(default)]
-    pub commit_message: Option<String>,
 }
 
 /// `GET /v1/coordination/reconciliations/query` parameters (one filter at least).
@@ -236,7 +136,7 @@ async fn handoff_consume(
     ))
 }
 
-async fn shared_create(caller: Caller, document: RawJson<SharedCreate>) -> Passed {
+async fn shared_create(caller: Caller, document: Document) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.create_shared(request).await?.into_inner().body,
@@ -267,7 +167,7 @@ async fn shared_query(caller: Caller, Query(query): Query<SharedQueryParams>) ->
 async fn shared_update(
     caller: Caller,
     Path(shared_id): Path<String>,
-    document: RawJson<SharedUpdate>,
+    document: Document,
 ) -> Passed {
     let (mut client, request) = call(&caller, item(shared_id, &document.bytes));
     Ok(Original(
@@ -275,7 +175,7 @@ async fn shared_update(
     ))
 }
 
-async fn reconciliation_open(caller: Caller, document: RawJson<ReconciliationOpen>) -> Passed {
+async fn reconciliation_open(caller: Caller, document: Document) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.open_reconciliation(request).await?.into_inner().body,
@@ -306,7 +206,7 @@ async fn reconciliations_query(
 async fn reconciliation_resolve(
     caller: Caller,
     Path(reconciliation_id): Path<String>,
-    document: RawJson<ReconciliationResolve>,
+    document: Document,
 ) -> Passed {
     let (mut client, request) = call(&caller, item(reconciliation_id, &document.bytes));
     Ok(Original(
@@ -332,7 +232,7 @@ pub fn routes() -> Vec<Route> {
         .calls("CreateHandoff")
         .tool(
             "coordination.handoff_create",
-            "Create a handoff from an active capsule for one peer",
+            "Hand a peer an active capsule's constraints",
         )
         .feature(features::COORDINATION_HANDOFFS)
         .status(404, "Peer or capsule not found")
@@ -371,7 +271,7 @@ pub fn routes() -> Vec<Route> {
         .calls("ConsumeHandoff")
         .tool(
             "coordination.handoff_consume",
-            "Record the recipient's outcome for a handoff",
+            "Accept, defer or reject a handoff",
         )
         .feature(features::COORDINATION_HANDOFFS)
         .status(404, "Handoff artifact not found")
@@ -399,10 +299,7 @@ pub fn routes() -> Vec<Route> {
             shared_query,
         )
         .calls("QueryShared")
-        .tool(
-            "coordination.shared_query",
-            "Query shared artifacts by owner, participant, task or thread",
-        )
+        .tool("coordination.shared_query", "Query shared artifacts")
         .feature(features::COORDINATION_SHARED_STATE),
         r.route(
             Verb::Get,
@@ -438,7 +335,7 @@ pub fn routes() -> Vec<Route> {
         .calls("UpdateShared")
         .tool(
             "coordination.shared_update",
-            "Update a shared artifact at its expected version",
+            "Update a shared artifact at a version",
         )
         .feature(features::COORDINATION_SHARED_STATE)
         .status(404, "Shared coordination artifact not found")
@@ -467,7 +364,7 @@ pub fn routes() -> Vec<Route> {
         .calls("QueryReconciliations")
         .tool(
             "coordination.reconciliations_query",
-            "Query reconciliations by owner, claimant, status or classification",
+            "Query reconciliations",
         ),
         r.route(
             Verb::Get,
@@ -492,7 +389,7 @@ pub fn routes() -> Vec<Route> {
         .calls("ResolveReconciliation")
         .tool(
             "coordination.reconciliation_resolve",
-            "Resolve an open reconciliation at its expected version",
+            "Resolve a reconciliation once",
         )
         .status(404, "Reconciliation artifact not found")
         .status(409, "Already resolved or version conflict"),

@@ -4,45 +4,11 @@
 
 use axum::extract::Path;
 use noema_proto::continuity::v1 as pb;
-use schemars::JsonSchema;
-use serde::Deserialize;
 
-use super::continuity::{COGNIRELAY, Original, Passed, body, call};
+use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call};
 use crate::features;
-use crate::forward::{Caller, RawJson};
+use crate::forward::Caller;
 use crate::route::{Route, Verb};
-
-/// `POST /v1/peers/register` body.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct PeerRegister {
-    pub peer_id: String,
-    pub base_url: String,
-    #[serde(default)]
-    pub public_key: Option<String>,
-    /// Default /v1/manifest
-    #[serde(default)]
-    pub capabilities_url: Option<String>,
-    /// trusted, restricted (default) or untrusted
-    #[serde(default)]
-    pub trust_level: Option<String>,
-    #[serde(default)]
-    pub allowed_scopes: Vec<String>,
-    #[serde(default)]
-    pub expected_public_key_fingerprint: Option<String>,
-    #[serde(default)]
-    pub transition_reason: Option<String>,
-}
-
-/// `POST /v1/peers/{peer_id}/trust` body.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct PeerTrust {
-    /// trusted, restricted or untrusted
-    pub trust_level: String,
-    /// 3-500 characters
-    pub reason: String,
-    #[serde(default)]
-    pub expected_public_key_fingerprint: Option<String>,
-}
 
 async fn list(caller: Caller) -> Passed {
     let (mut client, request) = call(&caller, pb::JsonRequest { body: Vec::new() });
@@ -51,18 +17,14 @@ async fn list(caller: Caller) -> Passed {
     ))
 }
 
-async fn register(caller: Caller, document: RawJson<PeerRegister>) -> Passed {
+async fn register(caller: Caller, document: Document) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.register_peer(request).await?.into_inner().body,
     ))
 }
 
-async fn trust(
-    caller: Caller,
-    Path(peer_id): Path<String>,
-    document: RawJson<PeerTrust>,
-) -> Passed {
+async fn trust(caller: Caller, Path(peer_id): Path<String>, document: Document) -> Passed {
     let message = pb::ItemRequest {
         id: peer_id,
         body: document.bytes.to_vec(),
@@ -111,10 +73,7 @@ pub fn routes() -> Vec<Route> {
             trust,
         )
         .calls("TransitionPeerTrust")
-        .tool(
-            "peers.trust_transition",
-            "Apply a peer trust-level transition with a reason",
-        )
+        .tool("peers.trust_transition", "Move a peer's trust level")
         .feature(features::PEERS_REGISTRY)
         .status(404, "Peer not found")
         .status(409, "Trust transition not allowed or fingerprint mismatch"),
