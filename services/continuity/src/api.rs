@@ -360,6 +360,196 @@ impl ContinuityService for ContinuityApi {
         }))
     }
 
+    async fn list_peers(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(self.continuity.list_peers(&caller).await?))
+    }
+
+    async fn register_peer(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .register_peer(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn transition_peer_trust(
+        &self,
+        request: Request<pb::ItemRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        let message = request.get_ref();
+        Ok(json(
+            self.continuity
+                .transition_peer(&caller, &message.id, &message.body)
+                .await?,
+        ))
+    }
+
+    async fn create_handoff(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .create_handoff(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn get_handoff(
+        &self,
+        request: Request<pb::ItemRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        let message = request.get_ref();
+        Ok(json(
+            self.continuity.read_handoff(&caller, &message.id).await?,
+        ))
+    }
+
+    async fn query_handoffs(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .query_handoffs(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn consume_handoff(
+        &self,
+        request: Request<pb::ItemRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        let message = request.get_ref();
+        Ok(json(
+            self.continuity
+                .consume_handoff(&caller, &message.id, &message.body)
+                .await?,
+        ))
+    }
+
+    async fn create_shared(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .create_shared(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn get_shared(
+        &self,
+        request: Request<pb::ItemRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        let message = request.get_ref();
+        Ok(json(
+            self.continuity.read_shared(&caller, &message.id).await?,
+        ))
+    }
+
+    async fn get_shared_history(
+        &self,
+        request: Request<pb::ItemRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        let message = request.get_ref();
+        Ok(json(
+            self.continuity.shared_history(&caller, &message.id).await?,
+        ))
+    }
+
+    async fn query_shared(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .query_shared(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn update_shared(
+        &self,
+        request: Request<pb::ItemRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        let message = request.get_ref();
+        Ok(json(
+            self.continuity
+                .update_shared(&caller, &message.id, &message.body)
+                .await?,
+        ))
+    }
+
+    async fn open_reconciliation(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .open_reconciliation(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn get_reconciliation(
+        &self,
+        request: Request<pb::ItemRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        let message = request.get_ref();
+        Ok(json(
+            self.continuity
+                .read_reconciliation(&caller, &message.id)
+                .await?,
+        ))
+    }
+
+    async fn query_reconciliations(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .query_reconciliations(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn resolve_reconciliation(
+        &self,
+        request: Request<pb::ItemRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        let message = request.get_ref();
+        Ok(json(
+            self.continuity
+                .resolve_reconciliation(&caller, &message.id, &message.body)
+                .await?,
+        ))
+    }
+
     async fn get_schedule_item(
         &self,
         request: Request<pb::ItemRequest>,

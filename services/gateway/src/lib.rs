@@ -127,6 +127,8 @@ pub fn route_table() -> Vec<route::Route> {
     routes.extend(routes::continuity::routes());
     routes.extend(routes::memory::routes());
     routes.extend(routes::tasks::routes());
+    routes.extend(routes::peers::routes());
+    routes.extend(routes::coordination::routes());
     routes.extend(routes::schedule::routes());
     routes.extend(routes::backup::routes());
     routes.extend(mcp::routes());

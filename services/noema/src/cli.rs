@@ -139,6 +139,18 @@ enum Command {
     /// Shared tasks: create, update, query (JSON out).
     #[command(subcommand)]
     Tasks(commands::memory::TasksCommand),
+    /// The tenant's peer registry: list, register, trust (JSON out).
+    #[command(subcommand)]
+    Peers(commands::coordination::PeersCommand),
+    /// Handoffs between peers: create, get, query, consume (JSON out).
+    #[command(subcommand)]
+    Handoff(commands::coordination::HandoffCommand),
+    /// Shared coordination state: create, get, history, query, update (JSON out).
+    #[command(subcommand)]
+    Shared(commands::coordination::SharedCommand),
+    /// Reconciliations: open, get, query, resolve (JSON out).
+    #[command(subcommand)]
+    Reconcile(commands::coordination::ReconcileCommand),
     /// Context retrieval and snapshots: retrieve, snapshot, snapshot-get (JSON out).
     #[command(subcommand)]
     Context(commands::context::ContextCommand),
@@ -355,6 +367,10 @@ async fn dispatch(registry: &Registry, cli: Cli) -> ExitCode {
         Command::Memory(command) => finish(commands::memory::memory(&command).await),
         Command::Search(args) => finish(commands::memory::search(&args).await),
         Command::Tasks(command) => finish(commands::memory::tasks(&command).await),
+        Command::Peers(command) => finish(commands::coordination::peers(&command).await),
+        Command::Handoff(command) => finish(commands::coordination::handoff(&command).await),
+        Command::Shared(command) => finish(commands::coordination::shared(&command).await),
+        Command::Reconcile(command) => finish(commands::coordination::reconcile(&command).await),
         Command::Context(command) => finish(commands::context::context(&command).await),
         Command::Mcp(command) => finish(commands::mcp::mcp(&command).await),
         Command::World(command) => finish(commands::world::world(&command).await),

@@ -43,6 +43,7 @@ pub mod access;
 pub mod artifacts;
 pub mod cold;
 pub mod context;
+pub mod coordination;
 pub mod error;
 pub mod json;
 pub mod lifecycle;

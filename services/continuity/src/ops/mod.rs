@@ -9,6 +9,7 @@ mod capsules;
 mod cold;
 mod context;
 mod context_inputs;
+mod coordination;
 mod memory;
 mod plans;
 mod reads;

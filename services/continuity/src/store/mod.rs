@@ -10,6 +10,7 @@
 //! named by the row, and the stub). Nothing here decides a rule: the operations layer reads,
 //! asks the domain, and hands the store a [`Write`].
 
+mod coordination;
 mod memory;
 mod reads;
 mod schedule;
@@ -21,6 +22,9 @@ use std::sync::{Arc, OnceLock};
 
 use noema_store::Database;
 
+pub use coordination::{
+    ArtifactFilter, ArtifactRow, ArtifactWrite, HistoryVersion, PeerRow, PeerWrite, Superseded,
+};
 pub use memory::{
     HitQuery, HitRow, IndexState, MemoryChange, MemoryDocument, MemoryWrite, MemoryWritten,
 };

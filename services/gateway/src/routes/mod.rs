@@ -4,6 +4,7 @@
 pub mod backup;
 pub mod chain;
 pub mod continuity;
+pub mod coordination;
 pub mod diaries;
 pub mod discovery;
 pub mod entries;
@@ -17,6 +18,7 @@ pub mod memory;
 pub mod moltnet;
 pub mod ops;
 pub mod orchestrator;
+pub mod peers;
 pub mod relations;
 pub mod schedule;
 pub mod signing;

@@ -10,6 +10,7 @@ pub mod bench_world;
 pub mod connect;
 pub mod context;
 pub mod continuity;
+pub mod coordination;
 pub mod diary;
 pub mod ledger;
 pub mod mcp;
