@@ -12,8 +12,7 @@ use time::OffsetDateTime;
 
 use super::lifecycle::json_document;
 use super::{
-    ATTEMPTS, Caller, Orchestrator, audit_events, back_off, chain, new_id, not_found, now,
-    state_of, stored,
+    ATTEMPTS, Caller, Orchestrator, audit_events, back_off, chain, new_id, not_found, now, stored,
 };
 use crate::domain::eval::{self, GateOutcome};
 use crate::domain::events::{Event, EventType, meta};
@@ -90,7 +89,7 @@ impl Orchestrator {
         check_evaluator(caller, evaluator_id)?;
         let eval: EvalResult =
             schema::parse_object(&json_document(SchemaName::EvalResult, eval_result)?)?;
-        if self.store.request(request_id).await?.is_none() {
+        if !self.request_exists(request_id).await? {
             return match self.store.gold_task(request_id).await? {
                 Some(gold) if self.store.served(evaluator_id, request_id).await? => {
                     self.judge_gold(caller, evaluator_id, gold, eval).await
@@ -99,9 +98,7 @@ impl Orchestrator {
             };
         }
         for attempt in 0..ATTEMPTS {
-            let row = self.load(request_id).await?;
-            let state = state_of(&row)?;
-            state.check_call(Call::Evaluate)?;
+            let (row, state) = self.load_for(request_id, Call::Evaluate, attempt).await?;
             if row.actor == evaluator_id {
                 return Err(OrchestratorError::NotPermitted(format!(
                     "{evaluator_id} is the request's actor; an actor does not evaluate its own request"
@@ -120,7 +117,7 @@ impl Orchestrator {
             let screening = self
                 .screen(evaluator_id, request_id, at, &document.anti_abuse)
                 .await?;
-            let evaluator = self.evaluator_row(evaluator_id, at).await?;
+            let evaluator = self.evaluator_row(evaluator_id, at, attempt).await?;
             let eval_row = stored(&eval, at)?;
             let cid = eval_row
                 .content_id
@@ -245,7 +242,7 @@ impl Orchestrator {
                     max_score: gold.max_score,
                 },
             );
-            let mut evaluator = self.evaluator_row(evaluator_id, at).await?;
+            let mut evaluator = self.evaluator_row(evaluator_id, at, attempt).await?;
             if !screening.suppressed {
                 let record = GoldRecord {
                     attempts: u32::try_from(evaluator.gold_attempts).unwrap_or(u32::MAX),
@@ -327,13 +324,19 @@ impl Orchestrator {
         Ok(reputation::screen(&history, at, params))
     }
 
-    /// The evaluator's row after one more vote (its version one past the one read).
+    /// The evaluator's row after one more vote (its version one past the one read): on the
+    /// first attempt read from the row this process committed last, if any (a hint: the
+    /// vote expects its version).
     async fn evaluator_row(
         &self,
         evaluator_id: &str,
         at: OffsetDateTime,
+        attempt: u32,
     ) -> Result<EvaluatorRow, OrchestratorError> {
-        let current = self.store.evaluator(evaluator_id).await?;
+        let current = match (attempt, self.store.written_evaluator(evaluator_id)) {
+            (0, Some(row)) => Some(row),
+            _ => self.store.evaluator(evaluator_id).await?,
+        };
         Ok(match current {
             Some(row) => EvaluatorRow {
                 version: row.version + 1,

@@ -9,9 +9,7 @@
 
 use serde_json::json;
 
-use super::{
-    ATTEMPTS, Caller, Orchestrator, audit_events, back_off, chain, new_id, now, state_of, stored,
-};
+use super::{ATTEMPTS, Caller, Orchestrator, audit_events, back_off, chain, new_id, now, stored};
 use crate::domain::approval::{self, Authorization, Refusal};
 use crate::domain::events::{Event, EventType, meta};
 use crate::domain::objects::{Approval, ExecTrace, Plan, RiskReport};
@@ -63,9 +61,7 @@ impl Orchestrator {
         request_id: &str,
     ) -> Result<Result<Claim, Executed>, OrchestratorError> {
         for attempt in 0..ATTEMPTS {
-            let row = self.load(request_id).await?;
-            let state = state_of(&row)?;
-            state.check_call(Call::Execute)?;
+            let (row, state) = self.load_for(request_id, Call::Execute, attempt).await?;
             let plan: Plan = self.object(&row.plan_object).await?;
             let Some(risk_object) = &row.risk_object else {
                 return Err(OrchestratorError::Corrupt(format!(
@@ -73,7 +69,11 @@ impl Orchestrator {
                 )));
             };
             let report: RiskReport = self.object(risk_object).await?;
-            let approvals = self.recorded_approvals(request_id).await?;
+            let approvals = if row.approval_count == 0 {
+                Vec::new()
+            } else {
+                self.recorded_approvals(request_id).await?
+            };
             let loaded = self.policy();
             let at = now();
             let decision = authorize(caller, &plan, &report, &approvals, &loaded, at);
@@ -225,9 +225,7 @@ impl Orchestrator {
         let started = timestamp::format(now());
         let header = self.header(request_id, &claim.plan, &claim.report, &started)?;
         let execution = header.id.clone();
-        let run = self
-            .start_run(caller, &claim.plan.source, &claim.loaded.policy, &execution)
-            .await;
+        let run = self.start_run(caller, &claim.plan.source, &claim.loaded.policy, &execution);
         let mut builder = TraceBuilder::new(header, claim.authorization.approval_ids.clone());
         for step in &claim.plan.steps {
             let started = timestamp::format(now());

@@ -6,8 +6,7 @@ use noema_proto::identity::v1::{KeyStatus, VerifyRequest};
 use serde_json::{Value, json};
 
 use super::{
-    ATTEMPTS, Caller, Orchestrator, audit_events, back_off, chain, new_id, not_found, now,
-    state_of, stored,
+    ATTEMPTS, Caller, Orchestrator, audit_events, back_off, chain, new_id, not_found, now, stored,
 };
 use crate::domain::approval::{self, ApprovalError, Context, Submission, Verdict};
 use crate::domain::events::{CHAIN_START, Event, EventType, meta};
@@ -149,8 +148,7 @@ impl Orchestrator {
         request_id: &str,
     ) -> Result<Risked, OrchestratorError> {
         for attempt in 0..ATTEMPTS {
-            let row = self.load(request_id).await?;
-            state_of(&row)?.check_call(Call::Risk)?;
+            let (row, _) = self.load_for(request_id, Call::Risk, attempt).await?;
             let plan: Plan = self.object(&row.plan_object).await?;
             let loaded = self.policy();
             let at = now();
@@ -255,16 +253,14 @@ impl Orchestrator {
     ) -> Result<Approved, OrchestratorError> {
         let approval: Approval =
             schema::parse_object(&json_document(SchemaName::Approval, approval)?)?;
-        if self.store.request(request_id).await?.is_none() {
+        if !self.request_exists(request_id).await? {
             return Err(not_found(request_id));
         }
         let registered = self
             .approver_key_registered(caller, &approval, request_id, signature, public_key)
             .await?;
         for attempt in 0..ATTEMPTS {
-            let row = self.load(request_id).await?;
-            let state = state_of(&row)?;
-            state.check_call(Call::Approve)?;
+            let (row, state) = self.load_for(request_id, Call::Approve, attempt).await?;
             let plan: Plan = self.object(&row.plan_object).await?;
             let Some(risk_object) = &row.risk_object else {
                 return Err(OrchestratorError::Corrupt(format!(
@@ -272,7 +268,11 @@ impl Orchestrator {
                 )));
             };
             let report: RiskReport = self.object(risk_object).await?;
-            let recorded = self.recorded_approvals(request_id).await?;
+            let recorded = if row.approval_count == 0 {
+                Vec::new()
+            } else {
+                self.recorded_approvals(request_id).await?
+            };
             let loaded = self.policy();
             let rules = &loaded.policy.document().approval;
             let optional = state == State::Risked

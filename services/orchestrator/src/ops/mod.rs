@@ -33,7 +33,7 @@ use tonic::metadata::{Ascii, MetadataValue};
 use crate::domain::events::{ChainedEvent, Event};
 use crate::domain::objects::CanonicalObject;
 use crate::domain::schema::SchemaName;
-use crate::domain::state::State;
+use crate::domain::state::{Call, State};
 use crate::domain::timestamp;
 use crate::error::OrchestratorError;
 use crate::options::Options;
@@ -187,6 +187,38 @@ impl Orchestrator {
             .request(request_id)
             .await?
             .ok_or_else(|| not_found(request_id))
+    }
+
+    /// The request `request_id` for a write that makes `call`, and its state: on the first
+    /// attempt the row this process committed last (a hint: the write expects its
+    /// version), otherwise — or when the hint's state refuses the call, which another
+    /// replica may have moved on — the database's row. NOT_FOUND, or the 409 of a state
+    /// that refuses the call.
+    async fn load_for(
+        &self,
+        request_id: &str,
+        call: Call,
+        attempt: u32,
+    ) -> Result<(RequestRow, State), OrchestratorError> {
+        if attempt == 0
+            && let Some(row) = self.store.written_request(request_id)
+        {
+            let state = state_of(&row)?;
+            if state.check_call(call).is_ok() {
+                return Ok((row, state));
+            }
+        }
+        let row = self.load(request_id).await?;
+        let state = state_of(&row)?;
+        state.check_call(call)?;
+        Ok((row, state))
+    }
+
+    /// Whether the request exists (a request is never deleted, so one this process wrote
+    /// needs no read).
+    async fn request_exists(&self, request_id: &str) -> Result<bool, OrchestratorError> {
+        Ok(self.store.written_request(request_id).is_some()
+            || self.store.request(request_id).await?.is_some())
     }
 
     /// A stored object, read as `T`.

@@ -2,13 +2,9 @@
 //! weighted by its evaluator's influence (gold calibration) at reward time, suppressed
 //! votes counted as noise.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use serde_json::json;
 
-use super::{
-    ATTEMPTS, Caller, Orchestrator, audit_events, back_off, chain, new_id, now, state_of, stored,
-};
+use super::{ATTEMPTS, Caller, Orchestrator, audit_events, back_off, chain, new_id, now, stored};
 use crate::domain::events::{Event, EventType, meta};
 use crate::domain::objects::{RewardUpdate, SCHEMA_VERSION};
 use crate::domain::reputation::{self, GoldRecord, ScoredEvaluation, Screening};
@@ -47,22 +43,18 @@ impl Orchestrator {
         request_id: &str,
     ) -> Result<Rewarded, OrchestratorError> {
         for attempt in 0..ATTEMPTS {
-            let row = self.load(request_id).await?;
-            state_of(&row)?.check_call(Call::RewardUpdate)?;
-            let votes = self.all_votes(request_id).await?;
-            let influence = self.influences(&votes).await?;
-            let scored: Vec<ScoredEvaluation> = votes
-                .iter()
-                .map(|v| ScoredEvaluation {
-                    evaluator_id: v.evaluator_id.clone(),
-                    gate_passed: v.gate_passed,
-                    screening: screening(v),
-                    influence: influence.get(&v.evaluator_id).copied().unwrap_or(0.0),
-                })
-                .collect();
+            let (row, _) = self
+                .load_for(request_id, Call::RewardUpdate, attempt)
+                .await?;
+            let scored = self.scored_votes(request_id, row.evaluation_count).await?;
             let loaded = self.policy();
             let params = loaded.policy.document().reward;
-            let current = self.store.reputation(&row.actor).await?;
+            // The reputation this process committed last is a hint on the first attempt:
+            // the update expects its version.
+            let current = match (attempt, self.store.written_reputation(&row.actor)) {
+                (0, Some(written)) => Some(written),
+                _ => self.store.reputation(&row.actor).await?,
+            };
             let (rep_before, version) = current
                 .as_ref()
                 .map_or((params.initial_rep, 0), |r| (r.rep, r.version));
@@ -151,48 +143,48 @@ impl Orchestrator {
         )))
     }
 
-    /// Every evaluation of a request, oldest first.
-    pub(super) async fn all_votes(
+    /// Every evaluation of a request, oldest first, weighted by its evaluator's influence
+    /// now (its gold accuracy, decayed by its mismatch streak; 0 without a gold record).
+    async fn scored_votes(
         &self,
         request_id: &str,
-    ) -> Result<Vec<VoteRow>, OrchestratorError> {
-        let mut votes = Vec::new();
+        evaluations: i64,
+    ) -> Result<Vec<ScoredEvaluation>, OrchestratorError> {
+        let mut scored = Vec::new();
+        if evaluations == 0 {
+            return Ok(scored);
+        }
+        let decay = self.policy().policy.document().gold.mismatch_decay;
+        let count = |n: Option<i64>| u32::try_from(n.unwrap_or(0)).unwrap_or(u32::MAX);
         let mut after = 0;
         loop {
-            let page = self.store.votes_on(request_id, after, PAGE).await?;
+            let page = self
+                .store
+                .votes_with_standing(request_id, after, PAGE)
+                .await?;
             let Some(last) = page.last() else { break };
-            after = last.seq.unwrap_or(i64::MAX);
+            after = last.vote.seq.unwrap_or(i64::MAX);
             let full = page.len() == PAGE as usize;
-            votes.extend(page);
+            scored.extend(page.into_iter().map(|v| {
+                let influence = v.gold_attempts.map_or(0.0, |_| {
+                    GoldRecord {
+                        attempts: count(v.gold_attempts),
+                        matches: count(v.gold_matches),
+                        consecutive_mismatches: count(v.consecutive_mismatches),
+                    }
+                    .influence(decay)
+                });
+                ScoredEvaluation {
+                    gate_passed: v.vote.gate_passed,
+                    screening: screening(&v.vote),
+                    evaluator_id: v.vote.evaluator_id,
+                    influence,
+                }
+            }));
             if !full {
                 break;
             }
         }
-        Ok(votes)
-    }
-
-    /// Each voter's influence now: its gold accuracy, decayed by its mismatch streak.
-    async fn influences(
-        &self,
-        votes: &[VoteRow],
-    ) -> Result<BTreeMap<String, f64>, OrchestratorError> {
-        let ids: BTreeSet<&str> = votes.iter().map(|v| v.evaluator_id.as_str()).collect();
-        let ids: Vec<&str> = ids.into_iter().collect();
-        let decay = self.policy().policy.document().gold.mismatch_decay;
-        Ok(self
-            .store
-            .evaluators(&ids)
-            .await?
-            .into_iter()
-            .map(|e| {
-                let record = GoldRecord {
-                    attempts: u32::try_from(e.gold_attempts).unwrap_or(u32::MAX),
-                    matches: u32::try_from(e.gold_matches).unwrap_or(u32::MAX),
-                    consecutive_mismatches: u32::try_from(e.consecutive_mismatches)
-                        .unwrap_or(u32::MAX),
-                };
-                (e.evaluator_id, record.influence(decay))
-            })
-            .collect())
+        Ok(scored)
     }
 }

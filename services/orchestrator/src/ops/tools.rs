@@ -4,7 +4,7 @@
 //! failure are data for the trace; their secret values are scrubbed by the runners, and
 //! neither is logged.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use noema_tools::command::CommandRunner;
 use noema_tools::http_json::HttpJsonClient;
@@ -49,13 +49,9 @@ impl Tools {
         )
     }
 
-    /// A fresh sandbox for one execution.
-    async fn sandbox(&self, execution: &str) -> Result<PathBuf, String> {
-        let dir = self.sandbox_root.join(execution);
-        tokio::fs::create_dir_all(&dir)
-            .await
-            .map_err(|e| format!("sandbox directory unavailable: {e}"))?;
-        Ok(dir)
+    /// Where one execution's sandbox goes (made when its first `command` step runs).
+    fn sandbox(&self, execution: &str) -> PathBuf {
+        self.sandbox_root.join(execution)
     }
 }
 
@@ -65,12 +61,30 @@ pub(super) struct Run<'a> {
     pub actor: &'a str,
     pub policy: &'a RiskPolicy,
     runner: CommandRunner,
-    sandbox: Result<PathBuf, String>,
+    sandbox: PathBuf,
+    /// Whether the sandbox directory was made, or why it could not be: only an execution
+    /// with a `command` step needs one, so the others cost no directory.
+    made: tokio::sync::OnceCell<Result<(), String>>,
+}
+
+impl Run<'_> {
+    /// The sandbox directory, made on first use.
+    async fn sandbox(&self) -> Result<&Path, String> {
+        self.made
+            .get_or_init(|| async {
+                tokio::fs::create_dir_all(&self.sandbox)
+                    .await
+                    .map_err(|e| format!("sandbox directory unavailable: {e}"))
+            })
+            .await
+            .clone()?;
+        Ok(&self.sandbox)
+    }
 }
 
 impl Orchestrator {
     /// Prepares an execution (its runner and sandbox).
-    pub(super) async fn start_run<'a>(
+    pub(super) fn start_run<'a>(
         &self,
         caller: &'a Caller,
         actor: &'a str,
@@ -82,24 +96,24 @@ impl Orchestrator {
             actor,
             policy,
             runner: self.tools.runner(policy),
-            sandbox: self.tools.sandbox(execution).await,
+            sandbox: self.tools.sandbox(execution),
+            made: tokio::sync::OnceCell::new(),
         }
     }
 
     /// Removes an execution's sandbox.
     pub(super) async fn finish_run(&self, run: Run<'_>) {
-        if let Ok(dir) = run.sandbox
-            && let Err(e) = tokio::fs::remove_dir_all(&dir).await
+        if run.made.get().is_some_and(Result::is_ok)
+            && let Err(e) = tokio::fs::remove_dir_all(&run.sandbox).await
         {
-            tracing::warn!(dir = %dir.display(), error = %e, "sandbox not removed");
+            tracing::warn!(dir = %run.sandbox.display(), error = %e, "sandbox not removed");
         }
     }
 
     /// Runs one step; `Ok` with its result, or `Err` with why it failed.
     pub(super) async fn run_step(&self, run: &Run<'_>, step: &Step) -> Result<Value, String> {
-        let sandbox = run.sandbox.as_deref().map_err(Clone::clone)?;
         let invocation =
-            invoke::invocation(run.policy, step, sandbox).map_err(|e| e.to_string())?;
+            invoke::invocation(run.policy, step, &run.sandbox).map_err(|e| e.to_string())?;
         match invocation {
             Invocation::Noema { operation, args } => match operation.as_str() {
                 "noop" => Ok(json!({})),
@@ -110,7 +124,12 @@ impl Orchestrator {
                 Ok(response) => Ok(json!({"status": response.status, "body": response.body})),
                 Err(e) => Err(e.to_string()),
             },
-            Invocation::Command(spec) => match run.runner.run(&spec).await {
+            Invocation::Command(spec) => match async {
+                run.sandbox().await?;
+                run.runner.run(&spec).await.map_err(|e| e.to_string())
+            }
+            .await
+            {
                 Ok(output) if output.success => {
                     serde_json::to_value(&output).map_err(|e| e.to_string())
                 }
@@ -119,7 +138,7 @@ impl Orchestrator {
                     (None, Some(signal)) => format!("the program was ended by signal {signal}"),
                     (None, None) => "the program failed".to_owned(),
                 }),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(e),
             },
         }
     }

@@ -17,7 +17,7 @@ use time::OffsetDateTime;
 
 pub use rows::{
     ApprovalRow, EvaluatorRow, EventRow, GoldTaskRow, ItemRow, ObjectRow, ReputationRow,
-    RequestRow, SuiteRow, VoteCounts, VoteRow,
+    RequestRow, SuiteRow, VoteCounts, VoteRow, VoteStanding,
 };
 pub use unit::{Expect, Rejection, RequestWrite, SuiteUpdate, Unit};
 
@@ -35,6 +35,9 @@ pub static MIGRATIONS: noema_store::Migrations = noema_store::Migrations {
 
 /// Objects kept in memory (a few KiB each at most).
 const CACHED_OBJECTS: usize = 16_384;
+/// Rows of requests, evaluators and reputations this process wrote last, kept in memory
+/// (under a KiB each).
+const CACHED_ROWS: usize = 16_384;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -92,6 +95,60 @@ pub struct OrchestratorStore {
     /// The group-commit writer, started on the first write.
     writer: Arc<OnceLock<GroupWriter>>,
     objects: Arc<quick_cache::sync::Cache<String, Arc<ObjectRow>>>,
+    written: Arc<Written>,
+}
+
+/// The rows this process committed last, by key: what the write path reads before the
+/// database. They are hints, never trusted: each row is versioned and every write expects
+/// the version it read inside its transaction, so a row another replica has moved on since
+/// is refused at commit ([`Rejection::Moved`]) and the caller reads the database again.
+/// The writer task updates them after each commit, in commit order.
+pub(crate) struct Written {
+    pub requests: quick_cache::sync::Cache<String, RequestRow>,
+    pub evaluators: quick_cache::sync::Cache<String, EvaluatorRow>,
+    pub reputations: quick_cache::sync::Cache<String, ReputationRow>,
+}
+
+impl Written {
+    fn new() -> Written {
+        Written {
+            requests: quick_cache::sync::Cache::new(CACHED_ROWS),
+            evaluators: quick_cache::sync::Cache::new(CACHED_ROWS),
+            reputations: quick_cache::sync::Cache::new(CACHED_ROWS),
+        }
+    }
+
+    /// Remembers what a committed unit wrote.
+    pub fn committed(&self, unit: &Unit) {
+        if let Some(r) = &unit.request {
+            self.requests
+                .insert(r.row.request_id.clone(), r.row.clone());
+        }
+        if let Some(e) = &unit.evaluator {
+            self.evaluators.insert(e.evaluator_id.clone(), e.clone());
+        }
+        if let Some(r) = &unit.reputation {
+            self.reputations.insert(r.actor_id.clone(), r.clone());
+        }
+    }
+
+    /// Forgets the rows a unit refused as moved on expected: they are stale here.
+    pub fn moved(&self, unit: &Unit) {
+        for e in &unit.expect {
+            match e {
+                Expect::Request { request_id, .. } => {
+                    self.requests.remove(request_id);
+                }
+                Expect::Evaluator { evaluator_id, .. } => {
+                    self.evaluators.remove(evaluator_id);
+                }
+                Expect::Reputation { actor_id, .. } => {
+                    self.reputations.remove(actor_id);
+                }
+                Expect::SignatureUnused { .. } | Expect::NotServed { .. } => {}
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for OrchestratorStore {
@@ -106,6 +163,7 @@ impl OrchestratorStore {
             db,
             writer: Arc::new(OnceLock::new()),
             objects: Arc::new(quick_cache::sync::Cache::new(CACHED_OBJECTS)),
+            written: Arc::new(Written::new()),
         }
     }
 
@@ -114,7 +172,26 @@ impl OrchestratorStore {
     }
 
     fn writer(&self) -> &GroupWriter {
-        self.writer.get_or_init(|| GroupWriter::start(&self.db))
+        self.writer
+            .get_or_init(|| GroupWriter::start(&self.db, Arc::clone(&self.written)))
+    }
+
+    /// The request's row as this process last committed it, if it still remembers it: a
+    /// hint for a write, which expects its version (see [`Written`]).
+    pub fn written_request(&self, request_id: &str) -> Option<RequestRow> {
+        self.written.requests.get(request_id)
+    }
+
+    /// The evaluator's row as this process last committed it (a hint, as
+    /// [`OrchestratorStore::written_request`]).
+    pub fn written_evaluator(&self, evaluator_id: &str) -> Option<EvaluatorRow> {
+        self.written.evaluators.get(evaluator_id)
+    }
+
+    /// The actor's reputation as this process last committed it (a hint, as
+    /// [`OrchestratorStore::written_request`]).
+    pub fn written_reputation(&self, actor_id: &str) -> Option<ReputationRow> {
+        self.written.reputations.get(actor_id)
     }
 
     /// Applies `unit` atomically (with the batch it joins): `Ok(Err(rejection))` when one
@@ -291,6 +368,31 @@ impl OrchestratorStore {
                 .bind(i64::from(limit))
                 .fetch_all(pool)
                 .await?
+        }))
+    }
+
+    /// A request's evaluations after `after_seq`, oldest first, each with its evaluator's
+    /// gold record now: what a reward weighs, in one read.
+    pub async fn votes_with_standing(
+        &self,
+        request_id: &str,
+        after_seq: i64,
+        limit: u32,
+    ) -> Result<Vec<VoteStanding>, StoreError> {
+        Ok(with_pool!(&self.db, |pool| {
+            query(
+                "SELECT v.vote_id, v.target_id, v.gold, v.seq, v.evaluator_id, v.eval_object, \
+                 v.suite, v.score, v.gate_passed, v.regression, v.suppressed, v.reason_codes, \
+                 v.gold_matched, v.voted_at, e.gold_attempts, e.gold_matches, \
+                 e.consecutive_mismatches FROM votes v \
+                 LEFT JOIN evaluators e ON e.evaluator_id = v.evaluator_id \
+                 WHERE v.target_id = $1 AND v.seq > $2 ORDER BY v.seq LIMIT $3",
+            )
+            .bind(request_id)
+            .bind(after_seq)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?
         }))
     }
 

@@ -92,6 +92,16 @@ pub struct VoteRow {
     pub voted_at: i64,
 }
 
+/// A vote with its evaluator's gold record now (absent: the evaluator has no row).
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct VoteStanding {
+    #[sqlx(flatten)]
+    pub vote: VoteRow,
+    pub gold_attempts: Option<i64>,
+    pub gold_matches: Option<i64>,
+    pub consecutive_mismatches: Option<i64>,
+}
+
 /// An evaluator's counters and gold record (`evaluators`).
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct EvaluatorRow {

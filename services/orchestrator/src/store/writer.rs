@@ -7,9 +7,16 @@
 //!
 //! Inside the transaction the units are applied in order, each after its expectations are
 //! checked (a later unit sees the earlier ones' writes), so a batch is exactly the units
-//! one after the other. A unit whose expectation fails writes nothing and is answered
+//! one after the other. The versions the units expect of requests, evaluators and
+//! reputations are read for the whole batch at once and followed in memory as the units
+//! apply; the rows the batch leaves behind are then written with one upsert per table (the
+//! last row of each key: what applying the units one after the other leaves), and a
+//! suite's changes with one upsert per suite. A unit whose expectation fails writes nothing and is answered
 //! with its [`Rejection`]. If the batch fails for any other reason, its units are retried
 //! one by one, so one bad unit cannot fail its neighbours.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use noema_store::Database;
 use noema_store::audit::AuditedTx;
@@ -17,8 +24,8 @@ use noema_store::sql::{Builder, Engine, query};
 use sqlx::{Pool, Sqlite};
 use tokio::sync::{mpsc, oneshot};
 
-use super::StoreError;
-use super::rows::{EventRow, ObjectRow, RequestRow, VoteRow};
+use super::rows::{EvaluatorRow, EventRow, ObjectRow, ReputationRow, RequestRow, VoteRow};
+use super::{StoreError, Written};
 
 use super::unit::{Expect, Rejection, SuiteUpdate, Unit};
 
@@ -28,6 +35,8 @@ const MAX_BATCH: usize = 256;
 const QUEUE: usize = 4 * MAX_BATCH;
 /// Rows per multi-row insert (well under both engines' bind limits).
 const ROWS_PER_INSERT: usize = 500;
+/// Values bound by one multi-row upsert (well under both engines' bind limits).
+const BINDS_PER_UPSERT: usize = 10_000;
 /// The writer connection's page cache on SQLite (32 MiB): a batch touches a page per
 /// random key in each index it writes.
 const WRITER_SQLITE_CACHE: &str = "PRAGMA cache_size = -32768";
@@ -46,14 +55,14 @@ pub(super) struct GroupWriter {
 }
 
 impl GroupWriter {
-    pub fn start(db: &Database) -> GroupWriter {
+    pub fn start(db: &Database, written: Arc<Written>) -> GroupWriter {
         let (queue, incoming) = mpsc::channel(QUEUE);
         match db {
             Database::Sqlite(pool) => {
-                tokio::spawn(run(writer_pool(pool), incoming));
+                tokio::spawn(run(writer_pool(pool), incoming, written));
             }
             Database::Postgres(pool) => {
-                tokio::spawn(run(pool.clone(), incoming));
+                tokio::spawn(run(pool.clone(), incoming, written));
             }
         }
         GroupWriter { queue }
@@ -89,13 +98,25 @@ fn writer_pool(pool: &Pool<Sqlite>) -> Pool<Sqlite> {
         .connect_lazy_with(pool.connect_options().as_ref().clone())
 }
 
-async fn run<D: Engine>(pool: Pool<D>, mut incoming: mpsc::Receiver<Pending>) {
+async fn run<D: Engine>(
+    pool: Pool<D>,
+    mut incoming: mpsc::Receiver<Pending>,
+    written: Arc<Written>,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while incoming.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let (units, replies): (Vec<Unit>, Vec<_>) =
             batch.drain(..).map(|p| (p.unit, p.done)).unzip();
         let outcomes = commit(&pool, &units).await;
         tracing::debug!(units = units.len(), "group commit");
+        // Remembered before anyone is answered, so a caller's next read sees its write.
+        for (unit, outcome) in units.iter().zip(&outcomes) {
+            match outcome {
+                Ok(Ok(())) => written.committed(unit),
+                Ok(Err(Rejection::Moved)) => written.moved(unit),
+                _ => {}
+            }
+        }
         for (reply, outcome) in replies.into_iter().zip(outcomes) {
             // A caller that went away still had its unit committed; nobody to tell.
             let _ = reply.send(outcome);
@@ -130,16 +151,34 @@ pub(super) async fn commit<D: Engine>(
 /// One transaction over `units`.
 async fn apply<D: Engine>(pool: &Pool<D>, units: &[Unit]) -> Result<Vec<Outcome>, StoreError> {
     let mut tx = AuditedTx::begin(pool).await?;
+    let mut versions = Versions::read(&mut tx, units).await?;
     let mut outcomes = Vec::with_capacity(units.len());
     let mut events: Vec<&EventRow> = Vec::new();
     let mut objects: Vec<&ObjectRow> = Vec::new();
     let mut votes: Vec<&VoteRow> = Vec::new();
+    let mut requests: HashMap<&str, &RequestRow> = HashMap::new();
+    let mut evaluators: HashMap<&str, &EvaluatorRow> = HashMap::new();
+    let mut reputations: HashMap<&str, &ReputationRow> = HashMap::new();
+    let mut suites: Vec<SuiteChange> = Vec::new();
     for unit in units {
-        if let Some(rejection) = check(&mut tx, &unit.expect).await? {
+        if let Some(rejection) = check(&mut tx, &versions, &unit.expect).await? {
             outcomes.push(Err(rejection));
             continue;
         }
         write(&mut tx, unit).await?;
+        versions.wrote(unit);
+        if let Some(r) = &unit.request {
+            requests.insert(&r.row.request_id, &r.row);
+        }
+        if let Some(e) = &unit.evaluator {
+            evaluators.insert(&e.evaluator_id, e);
+        }
+        if let Some(r) = &unit.reputation {
+            reputations.insert(&r.actor_id, r);
+        }
+        if let Some(update) = &unit.suite {
+            merge_suite(&mut suites, update, unit_time(unit));
+        }
         events.extend(&unit.events);
         objects.extend(&unit.objects);
         votes.extend(&unit.vote);
@@ -149,6 +188,12 @@ async fn apply<D: Engine>(pool: &Pool<D>, units: &[Unit]) -> Result<Vec<Outcome>
         }
         outcomes.push(Ok(()));
     }
+    upsert_requests(&mut tx, &requests.into_values().collect::<Vec<_>>()).await?;
+    upsert_evaluators(&mut tx, &evaluators.into_values().collect::<Vec<_>>()).await?;
+    upsert_reputations(&mut tx, &reputations.into_values().collect::<Vec<_>>()).await?;
+    for change in &suites {
+        write_suite(&mut tx, &change.update, change.at).await?;
+    }
     insert_objects(&mut tx, &objects).await?;
     insert_events(&mut tx, &events).await?;
     insert_votes(&mut tx, &votes).await?;
@@ -156,42 +201,99 @@ async fn apply<D: Engine>(pool: &Pool<D>, units: &[Unit]) -> Result<Vec<Outcome>
     Ok(outcomes)
 }
 
+/// The versions of the requests, evaluators and reputations a batch expects, as the
+/// database holds them at the start of its transaction (absent: 0), then as the batch's
+/// units move them.
+#[derive(Default)]
+struct Versions {
+    requests: HashMap<String, i64>,
+    evaluators: HashMap<String, i64>,
+    reputations: HashMap<String, i64>,
+}
+
+impl Versions {
+    async fn read<D: Engine>(
+        tx: &mut AuditedTx<'_, D>,
+        units: &[Unit],
+    ) -> Result<Versions, sqlx::Error> {
+        let mut requests = BTreeSet::new();
+        let mut evaluators = BTreeSet::new();
+        let mut reputations = BTreeSet::new();
+        for e in units.iter().flat_map(|u| &u.expect) {
+            match e {
+                Expect::Request { request_id, .. } => {
+                    requests.insert(request_id.as_str());
+                }
+                Expect::Evaluator { evaluator_id, .. } => {
+                    evaluators.insert(evaluator_id.as_str());
+                }
+                Expect::Reputation { actor_id, .. } => {
+                    reputations.insert(actor_id.as_str());
+                }
+                Expect::SignatureUnused { .. } | Expect::NotServed { .. } => {}
+            }
+        }
+        Ok(Versions {
+            requests: read_versions(tx, "requests", "request_id", &requests).await?,
+            evaluators: read_versions(tx, "evaluators", "evaluator_id", &evaluators).await?,
+            reputations: read_versions(tx, "reputations", "actor_id", &reputations).await?,
+        })
+    }
+
+    /// Follows the rows a unit just wrote.
+    fn wrote(&mut self, unit: &Unit) {
+        if let Some(r) = &unit.request {
+            self.requests
+                .insert(r.row.request_id.clone(), r.row.version);
+        }
+        if let Some(e) = &unit.evaluator {
+            self.evaluators.insert(e.evaluator_id.clone(), e.version);
+        }
+        if let Some(r) = &unit.reputation {
+            self.reputations.insert(r.actor_id.clone(), r.version);
+        }
+    }
+}
+
+/// The `version` of each of `keys` in `table` (those that exist).
+async fn read_versions<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    table: &str,
+    key: &str,
+    keys: &BTreeSet<&str>,
+) -> Result<HashMap<String, i64>, sqlx::Error> {
+    let keys: Vec<&str> = keys.iter().copied().collect();
+    let mut found = HashMap::with_capacity(keys.len());
+    for chunk in keys.chunks(ROWS_PER_INSERT) {
+        let mut select = Builder::<D>::new(format!(
+            "SELECT {key}, version FROM {table} WHERE {key} IN ("
+        ));
+        select.push_list(chunk.iter().copied()).push(")");
+        let rows: Vec<(String, i64)> = select.build().fetch_all(tx.conn()).await?;
+        found.extend(rows);
+    }
+    Ok(found)
+}
+
 /// The first expectation that does not hold, if any.
 async fn check<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
+    versions: &Versions,
     expect: &[Expect],
 ) -> Result<Option<Rejection>, sqlx::Error> {
+    let at = |map: &HashMap<String, i64>, key: &str| map.get(key).copied().unwrap_or(0);
     for e in expect {
         let rejection = match e {
             Expect::Request {
                 request_id,
                 version,
-            } => {
-                let row: Option<(i64,)> =
-                    query("SELECT version FROM requests WHERE request_id = $1")
-                        .bind(request_id)
-                        .fetch_optional(tx.conn())
-                        .await?;
-                (row.map_or(0, |r| r.0) != *version).then_some(Rejection::Moved)
-            }
+            } => (at(&versions.requests, request_id) != *version).then_some(Rejection::Moved),
             Expect::Evaluator {
                 evaluator_id,
                 version,
-            } => {
-                let row: Option<(i64,)> =
-                    query("SELECT version FROM evaluators WHERE evaluator_id = $1")
-                        .bind(evaluator_id)
-                        .fetch_optional(tx.conn())
-                        .await?;
-                (row.map_or(0, |r| r.0) != *version).then_some(Rejection::Moved)
-            }
+            } => (at(&versions.evaluators, evaluator_id) != *version).then_some(Rejection::Moved),
             Expect::Reputation { actor_id, version } => {
-                let row: Option<(i64,)> =
-                    query("SELECT version FROM reputations WHERE actor_id = $1")
-                        .bind(actor_id)
-                        .fetch_optional(tx.conn())
-                        .await?;
-                (row.map_or(0, |r| r.0) != *version).then_some(Rejection::Moved)
+                (at(&versions.reputations, actor_id) != *version).then_some(Rejection::Moved)
             }
             Expect::SignatureUnused { signature } => {
                 let row: Option<(i64,)> =
@@ -222,11 +324,9 @@ async fn check<D: Engine>(
     Ok(None)
 }
 
-/// The unit's row writes (its history rows are inserted with the batch's).
+/// The unit's own row writes (its history rows and the rows the batch leaves behind are
+/// written with the batch's).
 async fn write<D: Engine>(tx: &mut AuditedTx<'_, D>, unit: &Unit) -> Result<(), sqlx::Error> {
-    if let Some(request) = &unit.request {
-        write_request(tx, &request.row, request.insert).await?;
-    }
     if let Some(a) = &unit.approval {
         query(
             "INSERT INTO approvals (request_id, seq, approval_object, approval_id, approver, \
@@ -245,44 +345,6 @@ async fn write<D: Engine>(tx: &mut AuditedTx<'_, D>, unit: &Unit) -> Result<(), 
         .bind(a.recorded_at)
         .execute(tx.conn())
         .await?;
-    }
-    if let Some(e) = &unit.evaluator {
-        query(
-            "INSERT INTO evaluators (evaluator_id, version, votes, gold_attempts, gold_matches, \
-             consecutive_mismatches, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
-             ON CONFLICT (evaluator_id) DO UPDATE SET version = excluded.version, \
-             votes = excluded.votes, gold_attempts = excluded.gold_attempts, \
-             gold_matches = excluded.gold_matches, \
-             consecutive_mismatches = excluded.consecutive_mismatches, \
-             updated_at = excluded.updated_at",
-        )
-        .bind(&e.evaluator_id)
-        .bind(e.version)
-        .bind(e.votes)
-        .bind(e.gold_attempts)
-        .bind(e.gold_matches)
-        .bind(e.consecutive_mismatches)
-        .bind(e.updated_at)
-        .execute(tx.conn())
-        .await?;
-    }
-    if let Some(r) = &unit.reputation {
-        query(
-            "INSERT INTO reputations (actor_id, version, rep, last_reward_id, updated_at) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (actor_id) DO UPDATE SET \
-             version = excluded.version, rep = excluded.rep, \
-             last_reward_id = excluded.last_reward_id, updated_at = excluded.updated_at",
-        )
-        .bind(&r.actor_id)
-        .bind(r.version)
-        .bind(r.rep)
-        .bind(&r.last_reward_id)
-        .bind(r.updated_at)
-        .execute(tx.conn())
-        .await?;
-    }
-    if let Some(s) = &unit.suite {
-        write_suite(tx, s, unit_time(unit)).await?;
     }
     if let Some(g) = &unit.gold_task {
         query(
@@ -322,50 +384,147 @@ fn unit_time(unit: &Unit) -> i64 {
     super::micros(unit.at.unwrap_or_else(time::OffsetDateTime::now_utc))
 }
 
-async fn write_request<D: Engine>(
+/// The batch's last row of each request (new or moved on), in one upsert per chunk.
+async fn upsert_requests<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
-    r: &RequestRow,
-    insert: bool,
+    rows: &[&RequestRow],
 ) -> Result<(), sqlx::Error> {
-    let sql = if insert {
-        "INSERT INTO requests (request_id, state, actor, version, head_hash, plan_object, \
-         rollback_declared, risk_object, risk_level, forbidden, approvals_required, \
-         trace_object, trace_id, trace_status, reward_object, approval_count, \
-         evaluation_count, waiting_since, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-         $18, $19, $20)"
-    } else {
-        "UPDATE requests SET state = $2, actor = $3, version = $4, head_hash = $5, \
-         plan_object = $6, rollback_declared = $7, risk_object = $8, risk_level = $9, \
-         forbidden = $10, approvals_required = $11, trace_object = $12, trace_id = $13, \
-         trace_status = $14, reward_object = $15, approval_count = $16, \
-         evaluation_count = $17, waiting_since = $18, created_at = $19, updated_at = $20 \
-         WHERE request_id = $1"
-    };
-    query(sql)
-        .bind(&r.request_id)
-        .bind(&r.state)
-        .bind(&r.actor)
-        .bind(r.version)
-        .bind(&r.head_hash)
-        .bind(&r.plan_object)
-        .bind(r.rollback_declared)
-        .bind(&r.risk_object)
-        .bind(&r.risk_level)
-        .bind(r.forbidden)
-        .bind(r.approvals_required)
-        .bind(&r.trace_object)
-        .bind(&r.trace_id)
-        .bind(&r.trace_status)
-        .bind(&r.reward_object)
-        .bind(r.approval_count)
-        .bind(r.evaluation_count)
-        .bind(r.waiting_since)
-        .bind(r.created_at)
-        .bind(r.updated_at)
-        .execute(tx.conn())
-        .await?;
+    for chunk in rows.chunks(BINDS_PER_UPSERT / 20) {
+        let mut upsert = Builder::<D>::new(
+            "INSERT INTO requests (request_id, state, actor, version, head_hash, plan_object, \
+             rollback_declared, risk_object, risk_level, forbidden, approvals_required, \
+             trace_object, trace_id, trace_status, reward_object, approval_count, \
+             evaluation_count, waiting_since, created_at, updated_at) ",
+        );
+        upsert
+            .push_values(chunk, |row, r| {
+                row.bind(&r.request_id)
+                    .bind(&r.state)
+                    .bind(&r.actor)
+                    .bind(r.version)
+                    .bind(&r.head_hash)
+                    .bind(&r.plan_object)
+                    .bind(r.rollback_declared)
+                    .bind(&r.risk_object)
+                    .bind(&r.risk_level)
+                    .bind(r.forbidden)
+                    .bind(r.approvals_required)
+                    .bind(&r.trace_object)
+                    .bind(&r.trace_id)
+                    .bind(&r.trace_status)
+                    .bind(&r.reward_object)
+                    .bind(r.approval_count)
+                    .bind(r.evaluation_count)
+                    .bind(r.waiting_since)
+                    .bind(r.created_at)
+                    .bind(r.updated_at);
+            })
+            .push(
+                " ON CONFLICT (request_id) DO UPDATE SET state = excluded.state, \
+                 actor = excluded.actor, version = excluded.version, \
+                 head_hash = excluded.head_hash, plan_object = excluded.plan_object, \
+                 rollback_declared = excluded.rollback_declared, \
+                 risk_object = excluded.risk_object, risk_level = excluded.risk_level, \
+                 forbidden = excluded.forbidden, \
+                 approvals_required = excluded.approvals_required, \
+                 trace_object = excluded.trace_object, trace_id = excluded.trace_id, \
+                 trace_status = excluded.trace_status, reward_object = excluded.reward_object, \
+                 approval_count = excluded.approval_count, \
+                 evaluation_count = excluded.evaluation_count, \
+                 waiting_since = excluded.waiting_since, created_at = excluded.created_at, \
+                 updated_at = excluded.updated_at",
+            );
+        upsert.build().execute(tx.conn()).await?;
+    }
     Ok(())
+}
+
+/// The batch's last row of each evaluator, in one upsert per chunk.
+async fn upsert_evaluators<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    rows: &[&EvaluatorRow],
+) -> Result<(), sqlx::Error> {
+    for chunk in rows.chunks(BINDS_PER_UPSERT / 7) {
+        let mut upsert = Builder::<D>::new(
+            "INSERT INTO evaluators (evaluator_id, version, votes, gold_attempts, gold_matches, \
+             consecutive_mismatches, updated_at) ",
+        );
+        upsert
+            .push_values(chunk, |row, e| {
+                row.bind(&e.evaluator_id)
+                    .bind(e.version)
+                    .bind(e.votes)
+                    .bind(e.gold_attempts)
+                    .bind(e.gold_matches)
+                    .bind(e.consecutive_mismatches)
+                    .bind(e.updated_at);
+            })
+            .push(
+                " ON CONFLICT (evaluator_id) DO UPDATE SET version = excluded.version, \
+                 votes = excluded.votes, gold_attempts = excluded.gold_attempts, \
+                 gold_matches = excluded.gold_matches, \
+                 consecutive_mismatches = excluded.consecutive_mismatches, \
+                 updated_at = excluded.updated_at",
+            );
+        upsert.build().execute(tx.conn()).await?;
+    }
+    Ok(())
+}
+
+/// The batch's last reputation of each actor, in one upsert per chunk.
+async fn upsert_reputations<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    rows: &[&ReputationRow],
+) -> Result<(), sqlx::Error> {
+    for chunk in rows.chunks(BINDS_PER_UPSERT / 5) {
+        let mut upsert = Builder::<D>::new(
+            "INSERT INTO reputations (actor_id, version, rep, last_reward_id, updated_at) ",
+        );
+        upsert
+            .push_values(chunk, |row, r| {
+                row.bind(&r.actor_id)
+                    .bind(r.version)
+                    .bind(r.rep)
+                    .bind(&r.last_reward_id)
+                    .bind(r.updated_at);
+            })
+            .push(
+                " ON CONFLICT (actor_id) DO UPDATE SET version = excluded.version, \
+                 rep = excluded.rep, last_reward_id = excluded.last_reward_id, \
+                 updated_at = excluded.updated_at",
+            );
+        upsert.build().execute(tx.conn()).await?;
+    }
+    Ok(())
+}
+
+/// A suite's change merged into the batch's: the baseline candidate is the best passing
+/// score, the latest evaluation the last one (what the units' upserts one after the other
+/// would leave).
+fn merge_suite(suites: &mut Vec<SuiteChange>, update: &SuiteUpdate, at: i64) {
+    match suites.iter_mut().find(|s| s.update.suite == update.suite) {
+        Some(s) => {
+            let best = match (s.update.passing_score, update.passing_score) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            s.update = SuiteUpdate {
+                passing_score: best,
+                ..update.clone()
+            };
+            s.at = at;
+        }
+        None => suites.push(SuiteChange {
+            update: update.clone(),
+            at,
+        }),
+    }
+}
+
+/// A suite's change in a batch, and when its last evaluation happened.
+struct SuiteChange {
+    update: SuiteUpdate,
+    at: i64,
 }
 
 /// The suite's baseline rises to a passing score (never falls), and the evaluation
