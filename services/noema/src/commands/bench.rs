@@ -39,6 +39,12 @@ pub enum BenchCommand {
     /// Complete request lifecycles (plan → risk → execute of `noema.noop` → evaluate →
     /// reward) at N clients, p99 per call, and the whole-store replay.
     Orchestrator(super::bench_orchestrator::OrchestratorBenchArgs),
+    /// Fill a stopped instance's data directory with orchestrator requests with long
+    /// histories, straight through the orchestrator's store (objects, chained events,
+    /// votes, audit entries, as the calls write them), to time replay and reads over a
+    /// million events. A development tool.
+    #[command(hide = true)]
+    OrchestratorFill(super::bench_orchestrator::OrchestratorFillArgs),
     /// Fill a stopped instance's data directory with canonical objects, straight through the
     /// ledger's store layer (pack store and database rows, as a put writes them), to measure
     /// `noema up` over a large data set. A development tool.
@@ -438,6 +444,7 @@ pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
         BenchCommand::World(args) => return super::bench_world::bench_world(args).await,
         BenchCommand::Fill(args) => return super::bench_fill::fill(args).await,
         BenchCommand::Orchestrator(args) => return super::bench_orchestrator::bench(args).await,
+        BenchCommand::OrchestratorFill(args) => return super::bench_orchestrator::fill(args).await,
     };
     let noema = args.client.connect().await?;
     let mut seed = [0u8; 8];

@@ -63,6 +63,24 @@ impl EventType {
         }
     }
 
+    /// The type named `text` (as [`EventType::as_str`] writes it).
+    pub fn parse(text: &str) -> Option<EventType> {
+        Some(match text {
+            "received" => EventType::Received,
+            "planned" => EventType::Planned,
+            "risked" => EventType::Risked,
+            "approval_requested" => EventType::ApprovalRequested,
+            "approval_recorded" => EventType::ApprovalRecorded,
+            "approval_rejected" => EventType::ApprovalRejected,
+            "blocked" => EventType::Blocked,
+            "executed" => EventType::Executed,
+            "traced" => EventType::Traced,
+            "evaluated" => EventType::Evaluated,
+            "rewarded" => EventType::Rewarded,
+            _ => return None,
+        })
+    }
+
     /// Whether the event stores an object, referenced by `meta.object_id`.
     pub fn carries_object(self) -> bool {
         matches!(
@@ -270,6 +288,77 @@ pub enum ChainBreak {
     BrokenLink { seq: u64 },
     #[error("events jump from {after} to {next}")]
     Gap { after: u64, next: u64 },
+}
+
+/// An event as the store keeps it: its fields as text, its meta already in RFC 8785 form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredEvent<'a> {
+    pub entity_id: &'a str,
+    pub event_type: &'a str,
+    /// The RFC 8785 text of the meta object.
+    pub meta: &'a str,
+    pub next_state: &'a str,
+    pub prev_hash: &'a str,
+    pub prev_state: Option<&'a str>,
+    pub seq: u64,
+    pub ts: &'a str,
+    pub hash: &'a str,
+}
+
+impl StoredEvent<'_> {
+    /// Writes the hashed bytes into `out` (cleared first): the bytes of
+    /// [`ChainedEvent::canonical_bytes`], written straight from the stored text — the keys
+    /// in their RFC 8785 order, the meta text as stored. A meta that is not in canonical
+    /// form gives other bytes, so its event does not verify.
+    pub fn canonical_bytes_into(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        out.clear();
+        out.push_str("{\"entity_id\":");
+        jcs::write_string(out, self.entity_id);
+        out.push_str(",\"event_type\":");
+        jcs::write_string(out, self.event_type);
+        out.push_str(",\"meta\":");
+        out.push_str(self.meta);
+        out.push_str(",\"next_state\":");
+        jcs::write_string(out, self.next_state);
+        out.push_str(",\"prev_hash\":");
+        jcs::write_string(out, self.prev_hash);
+        out.push_str(",\"prev_state\":");
+        match self.prev_state {
+            Some(state) => jcs::write_string(out, state),
+            None => out.push_str("null"),
+        }
+        // Writing to a String cannot fail.
+        let _ = write!(out, ",\"seq\":{}", self.seq);
+        out.push_str(",\"ts\":");
+        jcs::write_string(out, self.ts);
+        out.push('}');
+    }
+
+    /// Checks that this event continues the chain after `(prev_seq, prev_hash)`: the check
+    /// [`verify_chain`] makes of a [`ChainedEvent`], without rebuilding one. `scratch` is
+    /// reused for the hashed bytes.
+    pub fn verify_after(
+        &self,
+        prev_seq: u64,
+        prev_hash: &str,
+        scratch: &mut String,
+    ) -> Result<(), ChainBreak> {
+        if self.seq != prev_seq + 1 {
+            return Err(ChainBreak::Gap {
+                after: prev_seq,
+                next: self.seq,
+            });
+        }
+        if self.prev_hash != prev_hash {
+            return Err(ChainBreak::BrokenLink { seq: self.seq });
+        }
+        self.canonical_bytes_into(scratch);
+        if ContentId::of_bytes(scratch.as_bytes()).as_str() != self.hash {
+            return Err(ChainBreak::HashMismatch { seq: self.seq });
+        }
+        Ok(())
+    }
 }
 
 /// Checks chained events given oldest first, continuing from `(prev_seq, prev_hash)`.
@@ -580,6 +669,96 @@ mod tests {
             replay(&events[1..]),
             Err(EventError::StateMismatch { index: 0, .. })
         ));
+    }
+
+    #[test]
+    fn stored_events_verify_from_their_stored_text() {
+        let events = vec![
+            Event::new(
+                EventType::Received,
+                "req_1",
+                None,
+                State::Received,
+                meta::received("agent:\"a\"\u{1}é"),
+            )
+            .unwrap(),
+            Event::new(
+                EventType::Planned,
+                "req_1",
+                Some(State::Received),
+                State::Planned,
+                meta::stored(
+                    &cid(1),
+                    "plan",
+                    json!({"plan_id": "p", "n": 1.5, "z": [1, null]}),
+                ),
+            )
+            .unwrap(),
+        ];
+        let mut prev = (0, CHAIN_START.to_owned());
+        let mut scratch = String::new();
+        for (n, event) in events.into_iter().enumerate() {
+            let seq = u64::try_from(n).unwrap() + 1;
+            let chained =
+                ChainedEvent::chain(event, seq, "2025-01-01T00:00:00Z", prev.1.clone()).unwrap();
+            let meta = jcs::canonical_string(&Value::Object(chained.event.meta.clone())).unwrap();
+            let stored = StoredEvent {
+                entity_id: &chained.event.entity_id,
+                event_type: chained.event.event_type.as_str(),
+                meta: &meta,
+                next_state: chained.event.next_state.as_str(),
+                prev_hash: &chained.prev_hash,
+                prev_state: chained.event.prev_state.map(State::as_str),
+                seq: chained.seq,
+                ts: &chained.ts,
+                hash: &chained.hash,
+            };
+            stored.canonical_bytes_into(&mut scratch);
+            assert_eq!(scratch.as_bytes(), chained.canonical_bytes().unwrap());
+            stored.verify_after(prev.0, &prev.1, &mut scratch).unwrap();
+            // Meta in another form than RFC 8785's, edited fields and broken links fail.
+            let spaced = meta.replacen(':', ": ", 1);
+            let edited = [
+                StoredEvent {
+                    meta: &spaced,
+                    ..stored
+                },
+                StoredEvent {
+                    ts: "2025-01-01T00:00:01Z",
+                    ..stored
+                },
+                StoredEvent {
+                    next_state: "EXECUTED",
+                    ..stored
+                },
+            ];
+            for e in edited {
+                assert_eq!(
+                    e.verify_after(prev.0, &prev.1, &mut scratch),
+                    Err(ChainBreak::HashMismatch { seq: stored.seq })
+                );
+            }
+            assert_eq!(
+                stored.verify_after(prev.0, "sha256:00", &mut scratch),
+                Err(ChainBreak::BrokenLink { seq: stored.seq })
+            );
+            assert_eq!(
+                stored.verify_after(prev.0 + 1, &prev.1, &mut scratch),
+                Err(ChainBreak::Gap {
+                    after: prev.0 + 1,
+                    next: stored.seq
+                })
+            );
+            prev = (chained.seq, chained.hash.clone());
+        }
+        for t in [
+            EventType::Received,
+            EventType::ApprovalRecorded,
+            EventType::Rewarded,
+        ] {
+            assert_eq!(EventType::parse(t.as_str()), Some(t));
+        }
+        assert_eq!(EventType::parse("nope"), None);
     }
 
     #[test]

@@ -188,7 +188,7 @@ impl Orchestrator {
                 audit: audit_events(caller.actor(), &events),
                 events,
                 objects: vec![eval_row.clone()],
-                vote: Some(vote),
+                votes: vec![vote],
                 evaluator: Some(evaluator),
                 suite: suite_update,
                 at: Some(at),
@@ -281,7 +281,7 @@ impl Orchestrator {
                                         "suppressed": screening.suppressed})),
                 }],
                 objects: vec![eval_row.clone()],
-                vote: Some(vote),
+                votes: vec![vote],
                 evaluator: Some(evaluator),
                 at: Some(at),
                 ..Unit::default()
@@ -559,7 +559,7 @@ fn draw() -> Result<f64, OrchestratorError> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn vote_row(
+pub(super) fn vote_row(
     evaluator_id: &str,
     target_id: &str,
     seq: Option<i64>,

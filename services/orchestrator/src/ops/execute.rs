@@ -197,7 +197,7 @@ impl Orchestrator {
         }))
     }
 
-    fn header(
+    pub(super) fn header(
         &self,
         request_id: &str,
         plan: &Plan,
@@ -354,7 +354,7 @@ fn authorize(
     }
 }
 
-fn traced_event(
+pub(super) fn traced_event(
     request_id: &str,
     trace: &ExecTrace,
     trace_row: &ObjectRow,

@@ -7,6 +7,7 @@
 mod anchor;
 mod evaluation;
 mod execute;
+mod fill;
 mod lifecycle;
 pub mod policy;
 mod release;
@@ -41,6 +42,7 @@ use crate::store::{EventRow, ObjectRow, OrchestratorStore, Rejection, RequestRow
 
 pub use evaluation::{Evaluated, ServedItem};
 pub use execute::Executed;
+pub use fill::Filled;
 pub use lifecycle::{Approved, Planned, Risked};
 pub use policy::{LoadedPolicy, Overrides, PolicyHolder};
 pub use replay::{ReplayCheck, ReplayReport};

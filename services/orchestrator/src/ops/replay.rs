@@ -6,9 +6,7 @@ use noema_core::content_id::ContentId;
 use serde_json::{Map, Value};
 
 use super::Orchestrator;
-use crate::domain::events::{
-    CHAIN_START, ChainedEvent, Event, EventType, Replay, RequestView, verify_chain,
-};
+use crate::domain::events::{CHAIN_START, Event, EventType, Replay, RequestView, StoredEvent};
 use crate::domain::state::State;
 use crate::error::OrchestratorError;
 use crate::store::{EventRow, RequestRow};
@@ -40,27 +38,21 @@ pub struct ReplayReport {
     pub mismatches: Vec<(String, Vec<String>)>,
 }
 
-/// A stored event as the domain's chained event.
-pub(super) fn chained(row: &EventRow) -> Result<ChainedEvent, String> {
-    let event_type: EventType = serde_json::from_value(Value::String(row.event_type.clone()))
-        .map_err(|_| format!("event {} has an unknown type {:?}", row.seq, row.event_type))?;
+/// The event of a stored row (its meta read; its chain checked apart, from the text).
+fn event_of(row: &EventRow) -> Result<Event, String> {
+    let event_type = EventType::parse(&row.event_type)
+        .ok_or_else(|| format!("event {} has an unknown type {:?}", row.seq, row.event_type))?;
     let state = |text: &str| {
         State::parse(text).ok_or_else(|| format!("event {} has an unknown state {text:?}", row.seq))
     };
     let meta: Map<String, Value> = serde_json::from_str(&row.meta)
         .map_err(|e| format!("event {} has unreadable meta: {e}", row.seq))?;
-    Ok(ChainedEvent {
-        seq: u64::try_from(row.seq).unwrap_or_default(),
-        ts: row.ts.clone(),
-        event: Event {
-            event_type,
-            entity_id: row.request_id.clone(),
-            prev_state: row.prev_state.as_deref().map(state).transpose()?,
-            next_state: state(&row.next_state)?,
-            meta,
-        },
-        prev_hash: row.prev_hash.clone(),
-        hash: row.hash.clone(),
+    Ok(Event {
+        event_type,
+        entity_id: row.request_id.clone(),
+        prev_state: row.prev_state.as_deref().map(state).transpose()?,
+        next_state: state(&row.next_state)?,
+        meta,
     })
 }
 
@@ -69,6 +61,8 @@ pub(super) fn chained(row: &EventRow) -> Result<ChainedEvent, String> {
 pub(super) struct Fold {
     replay: Replay,
     last: (u64, String),
+    /// The hashed bytes of the event being checked (one buffer for all).
+    scratch: String,
     started: bool,
     broken: Option<String>,
     /// What the events say beyond the view: the report's level, the trace's id and status.
@@ -89,30 +83,40 @@ impl Fold {
         if self.broken.is_some() {
             return;
         }
-        let event = match chained(row) {
+        let seq = u64::try_from(row.seq).unwrap_or_default();
+        let stored = StoredEvent {
+            entity_id: &row.request_id,
+            event_type: &row.event_type,
+            meta: &row.meta,
+            next_state: &row.next_state,
+            prev_hash: &row.prev_hash,
+            prev_state: row.prev_state.as_deref(),
+            seq,
+            ts: &row.ts,
+            hash: &row.hash,
+        };
+        if let Err(e) = stored.verify_after(self.last.0, &self.last.1, &mut self.scratch) {
+            self.broken = Some(format!("hash chain: {e}"));
+            return;
+        }
+        self.last.0 = seq;
+        self.last.1.clone_from(&row.hash);
+        let event = match event_of(row) {
             Ok(event) => event,
             Err(e) => {
                 self.broken = Some(e);
                 return;
             }
         };
-        match verify_chain(self.last.0, self.last.1.clone(), std::iter::once(&event)) {
-            Ok(next) => self.last = next,
-            Err(e) => {
-                self.broken = Some(format!("hash chain: {e}"));
-                return;
-            }
-        }
         self.started = true;
         let text = |key: &str| {
             event
-                .event
                 .meta
                 .get(key)
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         };
-        match event.event.event_type {
+        match event.event_type {
             EventType::Risked => self.risk_level = text("risk_level"),
             EventType::Traced => {
                 self.trace_id = text("trace_id");
@@ -120,7 +124,7 @@ impl Fold {
             }
             _ => {}
         }
-        if let Err(e) = self.replay.apply(&event.event) {
+        if let Err(e) = self.replay.apply(&event) {
             self.broken = Some(format!("state machine: {e}"));
         }
     }
@@ -201,16 +205,19 @@ impl Orchestrator {
     /// Replays one request from all its events.
     pub(super) async fn fold_request(&self, request_id: &str) -> Result<Fold, OrchestratorError> {
         let mut fold = Fold::new();
-        let mut after = 0;
-        loop {
-            let page = self.store.events(request_id, after, PAGE).await?;
-            let Some(last) = page.last() else { break };
-            after = last.seq;
+        let mut page = self.store.events(request_id, 0, PAGE).await?;
+        while let Some(last) = page.last() {
+            // The next page is read while this one is folded.
+            let next = (page.len() == PAGE as usize).then(|| {
+                let (store, id, after) = (self.store.clone(), request_id.to_owned(), last.seq);
+                tokio::spawn(async move { store.events(&id, after, PAGE).await })
+            });
             for row in &page {
                 fold.push(row);
             }
-            if page.len() < PAGE as usize {
-                break;
+            match next {
+                Some(next) => page = joined(next.await)??,
+                None => break,
             }
         }
         Ok(fold)
@@ -222,11 +229,13 @@ impl Orchestrator {
         let mut report = ReplayReport::default();
         let mut requests = RequestCursor::default();
         let mut fold: Option<(String, Fold)> = None;
-        let mut after = (String::new(), 0i64);
-        loop {
-            let page = self.store.all_events((&after.0, after.1), PAGE).await?;
-            let Some(last) = page.last() else { break };
-            after = (last.request_id.clone(), last.seq);
+        let mut page = self.store.all_events(("", 0), PAGE).await?;
+        while let Some(last) = page.last() {
+            // The next page is read while this one is folded.
+            let next = (page.len() == PAGE as usize).then(|| {
+                let (store, id, seq) = (self.store.clone(), last.request_id.clone(), last.seq);
+                tokio::spawn(async move { store.all_events((&id, seq), PAGE).await })
+            });
             for row in &page {
                 if fold.as_ref().is_none_or(|(id, _)| *id != row.request_id) {
                     if let Some((id, done)) = fold.take() {
@@ -240,8 +249,9 @@ impl Orchestrator {
                 }
                 report.events += 1;
             }
-            if page.len() < PAGE as usize {
-                break;
+            match next {
+                Some(next) => page = joined(next.await)??,
+                None => break,
             }
         }
         if let Some((id, done)) = fold.take() {
@@ -290,6 +300,11 @@ impl Orchestrator {
             }
         }
     }
+}
+
+/// A page read by a task of its own: the task's failure is an internal error.
+fn joined<T>(result: Result<T, tokio::task::JoinError>) -> Result<T, OrchestratorError> {
+    result.map_err(|e| OrchestratorError::Corrupt(format!("a replay read stopped: {e}")))
 }
 
 fn note(report: &mut ReplayReport, id: &str, differences: Vec<String>) {

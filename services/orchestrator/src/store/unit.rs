@@ -77,7 +77,7 @@ pub struct Unit {
     pub events: Vec<EventRow>,
     pub objects: Vec<ObjectRow>,
     pub approval: Option<ApprovalRow>,
-    pub vote: Option<VoteRow>,
+    pub votes: Vec<VoteRow>,
     pub evaluator: Option<EvaluatorRow>,
     pub reputation: Option<ReputationRow>,
     pub suite: Option<SuiteUpdate>,

@@ -181,7 +181,7 @@ async fn apply<D: Engine>(pool: &Pool<D>, units: &[Unit]) -> Result<Vec<Outcome>
         }
         events.extend(&unit.events);
         objects.extend(&unit.objects);
-        votes.extend(&unit.vote);
+        votes.extend(&unit.votes);
         let at = unit.at.unwrap_or_else(time::OffsetDateTime::now_utc);
         for draft in &unit.audit {
             tx.record(draft.clone(), at);
