@@ -107,16 +107,11 @@ impl Orchestrator {
             let loaded = self.policy();
             let document = loaded.policy.document();
             let suite = eval::declared_suite(&loaded.policy, &eval.suite)?;
-            let baseline = self
-                .store
-                .suite(&suite.name)
-                .await?
-                .and_then(|s| s.baseline);
-            let gate = eval::gate(&eval, suite, baseline, document.eval.regression_tolerance);
             let at = now();
-            let screening = self
-                .screen(evaluator_id, request_id, at, &document.anti_abuse)
+            let (baseline, screening) = self
+                .vote_inputs(evaluator_id, request_id, &suite.name, at, &document.anti_abuse)
                 .await?;
+            let gate = eval::gate(&eval, suite, baseline, document.eval.regression_tolerance);
             let evaluator = self.evaluator_row(evaluator_id, at, attempt).await?;
             let eval_row = stored(&eval, at)?;
             let cid = eval_row
@@ -224,16 +219,11 @@ impl Orchestrator {
             let loaded = self.policy();
             let document = loaded.policy.document();
             let suite = eval::declared_suite(&loaded.policy, &eval.suite)?;
-            let baseline = self
-                .store
-                .suite(&suite.name)
-                .await?
-                .and_then(|s| s.baseline);
-            let gate = eval::gate(&eval, suite, baseline, document.eval.regression_tolerance);
             let at = now();
-            let screening = self
-                .screen(evaluator_id, &gold.gold_id, at, &document.anti_abuse)
+            let (baseline, screening) = self
+                .vote_inputs(evaluator_id, &gold.gold_id, &suite.name, at, &document.anti_abuse)
                 .await?;
+            let gate = eval::gate(&eval, suite, baseline, document.eval.regression_tolerance);
             let matched = reputation::gold_matches(
                 &eval,
                 &GoldAnswer {
@@ -303,25 +293,27 @@ impl Orchestrator {
         )))
     }
 
-    /// The anti-abuse rules applied to a vote by `evaluator_id` on `target_id` at `at`.
-    async fn screen(
+    /// What a vote by `evaluator_id` on `target_id` at `at` is judged against, read
+    /// together: the suite's baseline, and the anti-abuse rules applied to the vote.
+    async fn vote_inputs(
         &self,
         evaluator_id: &str,
         target_id: &str,
+        suite: &str,
         at: OffsetDateTime,
         params: &AntiAbuseParams,
-    ) -> Result<Screening, OrchestratorError> {
+    ) -> Result<(Option<f64>, Screening), OrchestratorError> {
         let window_start = at - reputation::seconds(params.burst_window_seconds);
         let counts = self
             .store
-            .vote_counts(evaluator_id, target_id, micros(window_start), micros(at))
+            .vote_counts(evaluator_id, target_id, suite, micros(window_start), micros(at))
             .await?;
         let history = VoteHistory {
             last_vote_at: counts.last_vote_at.map(from_micros),
             votes_in_window: usize::try_from(counts.in_window).unwrap_or(usize::MAX),
             votes_on_submission: usize::try_from(counts.on_target).unwrap_or(usize::MAX),
         };
-        Ok(reputation::screen(&history, at, params))
+        Ok((counts.baseline, reputation::screen(&history, at, params)))
     }
 
     /// The evaluator's row after one more vote (its version one past the one read): on the

@@ -63,6 +63,25 @@ impl Orchestrator {
         })
     }
 
+    /// Objects that must be stored, in the order given, read together.
+    async fn required_objects(
+        &self,
+        content_ids: impl Iterator<Item = &str>,
+    ) -> Result<Vec<Arc<ObjectRow>>, OrchestratorError> {
+        let ids: Vec<&str> = content_ids.collect();
+        let rows = self.store.objects(&ids).await?;
+        ids.iter()
+            .zip(rows)
+            .map(|(id, row)| {
+                row.ok_or_else(|| {
+                    OrchestratorError::Corrupt(format!(
+                        "object {id} is referenced but not stored"
+                    ))
+                })
+            })
+            .collect()
+    }
+
     async fn optional_object(
         &self,
         content_id: Option<&str>,
@@ -91,14 +110,20 @@ impl Orchestrator {
         if from_events {
             return self.rebuilt(row, events, more_events_after, limit).await;
         }
-        let mut approvals = Vec::new();
-        for a in self.store.approvals(request_id).await? {
-            approvals.push(self.required_object(&a.approval_object).await?);
-        }
-        let mut evaluations = Vec::new();
-        for v in self.store.votes_on(request_id, 0, limit).await? {
-            evaluations.push(self.required_object(&v.eval_object).await?);
-        }
+        let approvals = if row.approval_count == 0 {
+            Vec::new()
+        } else {
+            let rows = self.store.approvals(request_id).await?;
+            self.required_objects(rows.iter().map(|a| a.approval_object.as_str()))
+                .await?
+        };
+        let evaluations = if row.evaluation_count == 0 {
+            Vec::new()
+        } else {
+            let votes = self.store.votes_on(request_id, 0, limit).await?;
+            self.required_objects(votes.iter().map(|v| v.eval_object.as_str()))
+                .await?
+        };
         Ok(RequestDetail {
             state: state_of(&row)?,
             plan: self.required_object(&row.plan_object).await?,
@@ -137,14 +162,17 @@ impl Orchestrator {
                 row.request_id
             )));
         };
-        let mut approvals = Vec::new();
-        for a in &view.approvals {
-            approvals.push(self.required_object(a.as_str()).await?);
-        }
-        let mut evaluations = Vec::new();
-        for e in view.evaluations.iter().take(limit as usize) {
-            evaluations.push(self.required_object(e.as_str()).await?);
-        }
+        let approvals = self
+            .required_objects(view.approvals.iter().map(ContentId::as_str))
+            .await?;
+        let evaluations = self
+            .required_objects(
+                view.evaluations
+                    .iter()
+                    .take(limit as usize)
+                    .map(ContentId::as_str),
+            )
+            .await?;
         let replayed = RequestRow {
             state: view.state.as_str().to_owned(),
             actor: view.actor.clone(),

@@ -286,6 +286,46 @@ impl OrchestratorStore {
         }))
     }
 
+    /// Objects by content id, in the order asked (cached ones from memory, the others in
+    /// one read per chunk); `None` where one is not stored.
+    pub async fn objects(
+        &self,
+        content_ids: &[&str],
+    ) -> Result<Vec<Option<Arc<ObjectRow>>>, StoreError> {
+        let mut found: std::collections::HashMap<&str, Arc<ObjectRow>> =
+            std::collections::HashMap::with_capacity(content_ids.len());
+        let mut missing = Vec::new();
+        for &id in content_ids {
+            match self.objects.get(id) {
+                Some(row) => {
+                    found.insert(id, row);
+                }
+                None => missing.push(id),
+            }
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        for chunk in missing.chunks(500) {
+            let rows: Vec<ObjectRow> = with_pool!(&self.db, |pool| {
+                let mut select = Builder::new(
+                    "SELECT content_id, object_type, object_id, schema_version, body, created_at \
+                     FROM objects WHERE content_id IN (",
+                );
+                select.push_list(chunk.iter().copied()).push(")");
+                select.build().fetch_all(pool).await?
+            });
+            for row in rows {
+                let row = Arc::new(row);
+                self.objects
+                    .insert(row.content_id.clone(), Arc::clone(&row));
+                if let Some(&id) = chunk.iter().find(|id| **id == row.content_id) {
+                    found.insert(id, row);
+                }
+            }
+        }
+        Ok(content_ids.iter().map(|id| found.get(id).cloned()).collect())
+    }
+
     /// Remembers objects just written, so the next reads of them cost nothing.
     pub fn remember(&self, objects: &[ObjectRow]) {
         for o in objects {
@@ -419,28 +459,32 @@ impl OrchestratorStore {
         Ok(found)
     }
 
-    /// What anti-abuse screening needs about `evaluator_id`'s votes before `at`: its latest
-    /// vote, its votes since `window_start` (exclusive), and its votes on `target_id`.
+    /// What anti-abuse screening needs about `evaluator_id`'s votes before `at` — its
+    /// latest vote, its votes since `window_start` (exclusive), and its votes on
+    /// `target_id` — and the baseline of `suite`, in one read.
     pub async fn vote_counts(
         &self,
         evaluator_id: &str,
         target_id: &str,
+        suite: &str,
         window_start: i64,
         at: i64,
     ) -> Result<VoteCounts, StoreError> {
-        let (last_vote_at, in_window, on_target): (Option<i64>, i64, i64) =
+        let (last_vote_at, in_window, on_target, baseline): (Option<i64>, i64, i64, Option<f64>) =
             with_pool!(&self.db, |pool| {
                 query(
                     "SELECT \
                      (SELECT MAX(voted_at) FROM votes WHERE evaluator_id = $1 AND voted_at <= $4), \
                      (SELECT COUNT(*) FROM votes WHERE evaluator_id = $1 AND voted_at > $3 \
                       AND voted_at <= $4), \
-                     (SELECT COUNT(*) FROM votes WHERE evaluator_id = $1 AND target_id = $2)",
+                     (SELECT COUNT(*) FROM votes WHERE evaluator_id = $1 AND target_id = $2), \
+                     (SELECT baseline FROM suites WHERE suite = $5)",
                 )
                 .bind(evaluator_id)
                 .bind(target_id)
                 .bind(window_start)
                 .bind(at)
+                .bind(suite)
                 .fetch_one(pool)
                 .await?
             });
@@ -448,6 +492,7 @@ impl OrchestratorStore {
             last_vote_at,
             in_window,
             on_target,
+            baseline,
         })
     }
 

@@ -162,7 +162,7 @@ pub struct ItemRow {
 }
 
 /// What an evaluator did before a vote, as anti-abuse screening counts it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct VoteCounts {
     /// Unix microseconds of its latest vote at or before the new one.
     pub last_vote_at: Option<i64>,
@@ -170,4 +170,6 @@ pub struct VoteCounts {
     pub in_window: i64,
     /// Its votes on the same target.
     pub on_target: i64,
+    /// The suite's baseline (its best passing score so far), read with them.
+    pub baseline: Option<f64>,
 }
