@@ -109,7 +109,13 @@ impl Orchestrator {
             let suite = eval::declared_suite(&loaded.policy, &eval.suite)?;
             let at = now();
             let (baseline, screening) = self
-                .vote_inputs(evaluator_id, request_id, &suite.name, at, &document.anti_abuse)
+                .vote_inputs(
+                    evaluator_id,
+                    request_id,
+                    &suite.name,
+                    at,
+                    &document.anti_abuse,
+                )
                 .await?;
             let gate = eval::gate(&eval, suite, baseline, document.eval.regression_tolerance);
             let evaluator = self.evaluator_row(evaluator_id, at, attempt).await?;
@@ -221,7 +227,13 @@ impl Orchestrator {
             let suite = eval::declared_suite(&loaded.policy, &eval.suite)?;
             let at = now();
             let (baseline, screening) = self
-                .vote_inputs(evaluator_id, &gold.gold_id, &suite.name, at, &document.anti_abuse)
+                .vote_inputs(
+                    evaluator_id,
+                    &gold.gold_id,
+                    &suite.name,
+                    at,
+                    &document.anti_abuse,
+                )
                 .await?;
             let gate = eval::gate(&eval, suite, baseline, document.eval.regression_tolerance);
             let matched = reputation::gold_matches(
@@ -306,7 +318,13 @@ impl Orchestrator {
         let window_start = at - reputation::seconds(params.burst_window_seconds);
         let counts = self
             .store
-            .vote_counts(evaluator_id, target_id, suite, micros(window_start), micros(at))
+            .vote_counts(
+                evaluator_id,
+                target_id,
+                suite,
+                micros(window_start),
+                micros(at),
+            )
             .await?;
         let history = VoteHistory {
             last_vote_at: counts.last_vote_at.map(from_micros),

@@ -74,9 +74,7 @@ impl Orchestrator {
             .zip(rows)
             .map(|(id, row)| {
                 row.ok_or_else(|| {
-                    OrchestratorError::Corrupt(format!(
-                        "object {id} is referenced but not stored"
-                    ))
+                    OrchestratorError::Corrupt(format!("object {id} is referenced but not stored"))
                 })
             })
             .collect()

@@ -323,7 +323,10 @@ impl OrchestratorStore {
                 }
             }
         }
-        Ok(content_ids.iter().map(|id| found.get(id).cloned()).collect())
+        Ok(content_ids
+            .iter()
+            .map(|id| found.get(id).cloned())
+            .collect())
     }
 
     /// Remembers objects just written, so the next reads of them cost nothing.
