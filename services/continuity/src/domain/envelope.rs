@@ -118,7 +118,12 @@ impl Envelope {
 }
 
 /// The bytes an envelope signs.
-pub fn signing_blob(payload: &Json, key_id: &str, nonce: &str, expires_at: Option<&str>) -> Vec<u8> {
+pub fn signing_blob(
+    payload: &Json,
+    key_id: &str,
+    nonce: &str,
+    expires_at: Option<&str>,
+) -> Vec<u8> {
     let mut o = JsonObject::new();
     o.insert("payload", payload.clone());
     o.insert("key_id", Json::from(key_id));
@@ -328,7 +333,12 @@ pub fn rotated_key(
     SigningKey {
         key_id: key_id.to_owned(),
         algorithm: ALGORITHM.to_owned(),
-        status: if rotation.activate { "active" } else { "staged" }.to_owned(),
+        status: if rotation.activate {
+            "active"
+        } else {
+            "staged"
+        }
+        .to_owned(),
         created_at: previous.map_or_else(|| now.to_owned(), |p| p.created_at.clone()),
         rotated_at: now.to_owned(),
         retired_at: None,
@@ -359,7 +369,10 @@ pub fn rotated_body(
     }
     let mut o = JsonObject::new();
     o.insert("ok", Json::Bool(true));
-    o.insert("active_key_id", active_key_id.map_or(Json::Null, Json::from));
+    o.insert(
+        "active_key_id",
+        active_key_id.map_or(Json::Null, Json::from),
+    );
     o.insert("key", Json::Object(view));
     o.insert("committed", Json::Bool(true));
     o.insert("latest_commit", Json::from(latest_commit));
@@ -385,12 +398,21 @@ mod tests {
             r#"{"expires_at":"2030-01-01T00:00:00Z","key_id":"key-1","nonce":"n-1","payload":{"attachments":[],"body_md":"naïve — 日本","delivery":{"ack_timeout_seconds":300,"max_retries":5,"requires_ack":true},"idempotency_key":null,"priority":"normal","recipient":"peer-2","score":1.0,"sender":"peer-1","subject":"Grüße ✓","thread_id":"t-1"}}"#
         );
         assert_eq!(sign("s3cret", &blob), ORACLE_SIGNATURE);
-        assert!(signature_matches("s3cret", &blob, &format!(" {ORACLE_SIGNATURE}\n")));
-        assert!(!signature_matches("s3cret", &blob, &ORACLE_SIGNATURE.to_uppercase()));
+        assert!(signature_matches(
+            "s3cret",
+            &blob,
+            &format!(" {ORACLE_SIGNATURE}\n")
+        ));
+        assert!(!signature_matches(
+            "s3cret",
+            &blob,
+            &ORACLE_SIGNATURE.to_uppercase()
+        ));
         assert!(!signature_matches("other", &blob, ORACLE_SIGNATURE));
     }
 
-    const ORACLE_SIGNATURE: &str = "2bbb64b4064815ce6abfab5160e831614a09599facf591d8ffc3840dacfe5a78";
+    const ORACLE_SIGNATURE: &str =
+        "2bbb64b4064815ce6abfab5160e831614a09599facf591d8ffc3840dacfe5a78";
 
     #[test]
     fn expiry_is_checked_before_the_signature() {
@@ -404,10 +426,23 @@ mod tests {
             consume_nonce: true,
         };
         let now = time::macros::datetime!(2026-11-26 02:00:00 UTC);
-        let good = sign("s", &signing_blob(&payload, "k", "n", Some("2026-11-26T02:00:01Z")));
-        let fresh = check("s", &payload, &envelope(Some("2026-11-26T02:00:01Z"), &good), now);
+        let good = sign(
+            "s",
+            &signing_blob(&payload, "k", "n", Some("2026-11-26T02:00:01Z")),
+        );
+        let fresh = check(
+            "s",
+            &payload,
+            &envelope(Some("2026-11-26T02:00:01Z"), &good),
+            now,
+        );
         assert_eq!(fresh.reason(), None);
-        let late = check("s", &payload, &envelope(Some("2026-11-26T01:59:59Z"), "x"), now);
+        let late = check(
+            "s",
+            &payload,
+            &envelope(Some("2026-11-26T01:59:59Z"), "x"),
+            now,
+        );
         assert_eq!(late.reason(), Some("expired"));
         let forged = check("s", &payload, &envelope(None, &good), now);
         assert_eq!(forged.reason(), Some("invalid_signature"));

@@ -13,8 +13,8 @@ use super::envelope::{Envelope, SIGNED_ENVELOPE, Verification};
 use super::error::{ContinuityError, Loc, LocPart};
 use super::json::{Json, JsonObject, to_py_json};
 use super::schema::{Field, Model, Ty, validate_at, validate_body};
-use super::timestamp::{format_iso, parse_iso};
 use super::text::posix_normpath;
+use super::timestamp::{format_iso, parse_iso};
 
 /// The original's delivery index (namespace-checked on sends, acks, pending and replays).
 pub const DELIVERY_STATE_PATH: &str = "messages/state/delivery_index.json";
@@ -339,7 +339,10 @@ impl SendRequest {
             "delivered"
         };
         let mut o = JsonObject::new();
-        o.insert("message_id", message.get("id").cloned().unwrap_or(Json::Null));
+        o.insert(
+            "message_id",
+            message.get("id").cloned().unwrap_or(Json::Null),
+        );
         o.insert("thread_id", Json::from(self.thread_id.as_str()));
         o.insert("from", Json::from(self.sender.as_str()));
         o.insert("to", Json::from(self.recipient.as_str()));
@@ -400,7 +403,10 @@ impl RelayRequest {
     pub fn signed_payload(&self) -> Json {
         let mut o = JsonObject::new();
         o.insert("relay_id", Json::from(self.relay_id.as_str()));
-        o.insert("target_recipient", Json::from(self.target_recipient.as_str()));
+        o.insert(
+            "target_recipient",
+            Json::from(self.target_recipient.as_str()),
+        );
         o.insert("thread_id", Json::from(self.thread_id.as_str()));
         o.insert("sender", Json::from(self.sender.as_str()));
         o.insert("subject", Json::from(self.subject.as_str()));
@@ -453,7 +459,9 @@ impl DeliveryRecord {
     }
 
     pub fn status(&self) -> &str {
-        self.text("status").filter(|s| !s.is_empty()).unwrap_or("pending_ack")
+        self.text("status")
+            .filter(|s| !s.is_empty())
+            .unwrap_or("pending_ack")
     }
 
     pub fn ack_deadline(&self) -> Option<&str> {
@@ -734,6 +742,18 @@ fn query_loc() -> Loc {
     Loc(vec![LocPart::Key("query".to_owned())])
 }
 
+/// Query parameters validated as FastAPI does: a missing one echoes `null`, not the query.
+fn validate_query(model: &'static Model, params: &Json) -> Result<Json, ContinuityError> {
+    validate_at(model, params, &query_loc()).map_err(|mut errors| {
+        for error in &mut errors {
+            if error.kind == "missing" {
+                error.input = Json::Null;
+            }
+        }
+        ContinuityError::Validation(errors)
+    })
+}
+
 /// `GET /v1/messages/pending` parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingQuery {
@@ -745,8 +765,7 @@ pub struct PendingQuery {
 
 impl PendingQuery {
     pub fn from_json(params: &Json) -> Result<PendingQuery, ContinuityError> {
-        let c =
-            validate_at(&PENDING_QUERY, params, &query_loc()).map_err(ContinuityError::Validation)?;
+        let c = validate_query(&PENDING_QUERY, params)?;
         Ok(PendingQuery {
             recipient: opt_text(&c, "recipient").filter(|s| !s.is_empty()),
             status: opt_text(&c, "status").filter(|s| !s.is_empty()),
@@ -765,8 +784,7 @@ pub struct ListQuery {
 
 impl ListQuery {
     pub fn inbox(params: &Json) -> Result<ListQuery, ContinuityError> {
-        let c =
-            validate_at(&INBOX_QUERY, params, &query_loc()).map_err(ContinuityError::Validation)?;
+        let c = validate_query(&INBOX_QUERY, params)?;
         Ok(ListQuery {
             name: text_of(&c, "recipient"),
             limit: int_of(&c, "limit", 20),
@@ -774,8 +792,7 @@ impl ListQuery {
     }
 
     pub fn thread(params: &Json) -> Result<ListQuery, ContinuityError> {
-        let c =
-            validate_at(&THREAD_QUERY, params, &query_loc()).map_err(ContinuityError::Validation)?;
+        let c = validate_query(&THREAD_QUERY, params)?;
         Ok(ListQuery {
             name: text_of(&c, "thread_id"),
             limit: int_of(&c, "limit", 100),
@@ -858,7 +875,10 @@ pub fn replay_body(
     let mut o = JsonObject::new();
     o.insert("ok", Json::Bool(true));
     o.insert("message_id", Json::from(message_id));
-    o.insert("replayed_message_id", Json::from(replayed.record.message_id()));
+    o.insert(
+        "replayed_message_id",
+        Json::from(replayed.record.message_id()),
+    );
     o.insert("delivery_state", replayed.record.view(now));
     o.insert("committed_files", files(committed_files));
     o.insert("latest_commit", Json::from(latest_commit));
@@ -955,7 +975,10 @@ mod tests {
         );
         // Exactly at the deadline it is not past yet; a microsecond later it is.
         let at = NOW + Duration::seconds(60);
-        assert_eq!(effective_status("pending_ack", record.ack_deadline(), at), "pending_ack");
+        assert_eq!(
+            effective_status("pending_ack", record.ack_deadline(), at),
+            "pending_ack"
+        );
         assert!(passed_deadline(at).as_str() < "2026-11-26T02:01:00Z");
         let just_after = at + Duration::microseconds(1);
         assert_eq!(
@@ -990,7 +1013,14 @@ mod tests {
             record.document.get("last_error").and_then(Json::as_str),
             Some("rejected")
         );
-        assert_eq!(record.document.get("acks").and_then(Json::as_array).map(Vec::len), Some(2));
+        assert_eq!(
+            record
+                .document
+                .get("acks")
+                .and_then(Json::as_array)
+                .map(Vec::len),
+            Some(2)
+        );
     }
 
     #[test]

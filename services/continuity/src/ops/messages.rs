@@ -20,8 +20,8 @@ use crate::domain::error::ContinuityError;
 use crate::domain::json::{Json, JsonObject, to_py_json};
 use crate::domain::memory::revision_id;
 use crate::domain::messages::{
-    self, ANY_INBOX_PATH, AckRequest, DELIVERY_STATE_PATH, DeliveryRecord, ListQuery,
-    PendingQuery, RelayRequest, ReplayRequest, SendRequest, box_path,
+    self, ANY_INBOX_PATH, AckRequest, DELIVERY_STATE_PATH, DeliveryRecord, ListQuery, PendingQuery,
+    RelayRequest, ReplayRequest, SendRequest, box_path,
 };
 use crate::domain::request::parse_body;
 use crate::domain::schema::validate_body;
@@ -94,7 +94,9 @@ fn invalid_envelope(reason: &str) -> ContinuityError {
 fn record_of(read: &DeliveryRead) -> Result<DeliveryRecord, Error> {
     match Json::parse(read.record.as_bytes()) {
         Ok(Json::Object(document)) => Ok(DeliveryRecord::new(document)),
-        _ => Err(Error::Corrupt("a delivery record is not a JSON object".into())),
+        _ => Err(Error::Corrupt(
+            "a delivery record is not a JSON object".into(),
+        )),
     }
 }
 
@@ -219,7 +221,13 @@ impl Continuity {
             let mut checked = None;
             if let Some(envelope) = &req.envelope {
                 let c = self
-                    .check_envelope(caller, &req.signed_payload(), envelope, envelope.consume_nonce, at)
+                    .check_envelope(
+                        caller,
+                        &req.signed_payload(),
+                        envelope,
+                        envelope.consume_nonce,
+                        at,
+                    )
                     .await?;
                 if !c.verification.valid() {
                     return Err(invalid_envelope(&c.verification.reason).into());
@@ -398,11 +406,7 @@ impl Continuity {
     }
 
     /// `GET /v1/messages/pending` (the query string as an object of strings).
-    pub async fn pending_messages(
-        &self,
-        caller: &Caller,
-        params: &[u8],
-    ) -> Result<Vec<u8>, Error> {
+    pub async fn pending_messages(&self, caller: &Caller, params: &[u8]) -> Result<Vec<u8>, Error> {
         let q = PendingQuery::from_json(&parse_body(params)?)?;
         caller.require(READ)?;
         caller.require_read_path(DELIVERY_STATE_PATH)?;
@@ -428,16 +432,15 @@ impl Continuity {
     }
 
     /// `GET /v1/messages/thread`.
-    pub async fn thread_messages(
-        &self,
-        caller: &Caller,
-        params: &[u8],
-    ) -> Result<Vec<u8>, Error> {
+    pub async fn thread_messages(&self, caller: &Caller, params: &[u8]) -> Result<Vec<u8>, Error> {
         let q = ListQuery::thread(&parse_body(params)?)?;
         caller.require(READ)?;
         caller.require_read_path(&format!("messages/threads/{}.jsonl", q.name))?;
         box_path("threads", &q.name)?;
-        let documents = self.store().thread(&caller.tenant, &q.name, q.limit).await?;
+        let documents = self
+            .store()
+            .thread(&caller.tenant, &q.name, q.limit)
+            .await?;
         Ok(messages::list_body("thread_id", &q.name, &documents))
     }
 
@@ -503,7 +506,13 @@ impl Continuity {
         let mut checked = None;
         if let Some(envelope) = &req.signed_envelope {
             let c = self
-                .check_envelope(caller, &req.signed_payload(), envelope, envelope.consume_nonce, at)
+                .check_envelope(
+                    caller,
+                    &req.signed_payload(),
+                    envelope,
+                    envelope.consume_nonce,
+                    at,
+                )
                 .await?;
             if !c.verification.valid() {
                 return Err(invalid_envelope(&c.verification.reason).into());
@@ -580,7 +589,13 @@ impl Continuity {
             let new_id = format!("msg_{}", random_hex(12));
             let replayed = messages::replay(&record, &req, &new_id, sent)?;
             let (sender, recipient, thread_id) = (
-                replayed.record.document.get("from").and_then(Json::as_str).unwrap_or("unknown").to_owned(),
+                replayed
+                    .record
+                    .document
+                    .get("from")
+                    .and_then(Json::as_str)
+                    .unwrap_or("unknown")
+                    .to_owned(),
                 replayed.record.recipient().to_owned(),
                 replayed
                     .record
@@ -656,11 +671,7 @@ impl Continuity {
 
     /// `POST /v1/security/keys/rotate`: a new (or re-keyed) HMAC signing key for the
     /// caller's tenant; its secret is answered only here, and only when asked for.
-    pub async fn rotate_signing_key(
-        &self,
-        caller: &Caller,
-        body: &[u8],
-    ) -> Result<Vec<u8>, Error> {
+    pub async fn rotate_signing_key(&self, caller: &Caller, body: &[u8]) -> Result<Vec<u8>, Error> {
         let coerced = validate_body(&SECURITY_KEYS_ROTATE_REQUEST, &parse_body(body)?)
             .map_err(ContinuityError::Validation)?;
         let rotation = Rotation::from_coerced(&coerced);
@@ -701,7 +712,8 @@ impl Continuity {
         } else {
             active_before
         };
-        let body = envelope::rotated_body(&key, active.as_deref(), rotation.return_secret, &revision);
+        let body =
+            envelope::rotated_body(&key, active.as_deref(), rotation.return_secret, &revision);
         Ok(bytes_of(&body))
     }
 }

@@ -273,7 +273,8 @@ impl ContinuityStore {
             b.build().fetch_all(pool).await?
         });
         let rows: Vec<(String, String)> = with_pool!(self.database(), |pool| {
-            let mut b = Builder::new("SELECT record, effective FROM (SELECT record, sent_at, seq, ");
+            let mut b =
+                Builder::new("SELECT record, effective FROM (SELECT record, sent_at, seq, ");
             push_effective(&mut b, &filter.cutoff);
             b.push(" AS effective FROM continuity_deliveries WHERE tenant = ");
             b.push_bind(tenant.to_owned());
@@ -425,13 +426,11 @@ pub(super) async fn message<D: Engine>(
         if inserted != 1 {
             // The key was taken by a send committed meanwhile: give the nonce back.
             if let Some(nonce) = &w.nonce {
-                query(
-                    "DELETE FROM continuity_message_nonces WHERE tenant = $1 AND nonce_key = $2",
-                )
-                .bind(w.tenant.as_str())
-                .bind(nonce.nonce_key.as_str())
-                .execute(tx.conn())
-                .await?;
+                query("DELETE FROM continuity_message_nonces WHERE tenant = $1 AND nonce_key = $2")
+                    .bind(w.tenant.as_str())
+                    .bind(nonce.nonce_key.as_str())
+                    .execute(tx.conn())
+                    .await?;
             }
             return Ok(Err(Refusal::KeyTaken));
         }
