@@ -613,6 +613,114 @@ impl ContinuityService for ContinuityApi {
         ))
     }
 
+    async fn send_message(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .send_message(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn ack_message(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .ack_message(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn pending_messages(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .pending_messages(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn inbox_messages(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .inbox_messages(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn thread_messages(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .thread_messages(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn verify_message(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .verify_message(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn relay_forward(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .relay_forward(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn replay_message(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .replay_message(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
+    async fn rotate_signing_key(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(
+            self.continuity
+                .rotate_signing_key(&caller, &request.get_ref().body)
+                .await?,
+        ))
+    }
+
     async fn history(
         &self,
         request: Request<pb::HistoryRequest>,

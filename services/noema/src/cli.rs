@@ -151,6 +151,9 @@ enum Command {
     /// Reconciliations: open, get, query, resolve (JSON out).
     #[command(subcommand)]
     Reconcile(commands::coordination::ReconcileCommand),
+    /// Direct messages: send, ack, pending, inbox, thread, verify (JSON out).
+    #[command(subcommand)]
+    Message(commands::message::MessageCommand),
     /// Context retrieval and snapshots: retrieve, snapshot, snapshot-get (JSON out).
     #[command(subcommand)]
     Context(commands::context::ContextCommand),
@@ -371,6 +374,7 @@ async fn dispatch(registry: &Registry, cli: Cli) -> ExitCode {
         Command::Handoff(command) => finish(commands::coordination::handoff(&command).await),
         Command::Shared(command) => finish(commands::coordination::shared(&command).await),
         Command::Reconcile(command) => finish(commands::coordination::reconcile(&command).await),
+        Command::Message(command) => finish(commands::message::message(&command).await),
         Command::Context(command) => finish(commands::context::context(&command).await),
         Command::Mcp(command) => finish(commands::mcp::mcp(&command).await),
         Command::World(command) => finish(commands::world::world(&command).await),

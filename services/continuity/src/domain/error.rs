@@ -174,6 +174,9 @@ pub enum ContinuityError {
     /// 413 with the original's detail (a write or append over the payload limit).
     #[error("{0}")]
     TooLarge(String),
+    /// 401 with the original's detail (a signed envelope that does not verify).
+    #[error("{0}")]
+    Unauthorized(String),
     /// A refusal whose `detail` is an object (the schedule's `{code, field, message}`), with
     /// its status (404, 409 or 422).
     #[error("{}", object_summary(*.status, .detail))]
@@ -260,6 +263,7 @@ impl ContinuityError {
             ContinuityError::Unhandled { .. } => 500,
             ContinuityError::Unavailable(_) => 503,
             ContinuityError::TooLarge(_) => 413,
+            ContinuityError::Unauthorized(_) => 401,
             ContinuityError::Object { status, .. } => *status,
         }
     }
@@ -277,6 +281,7 @@ impl ContinuityError {
             | ContinuityError::IdempotencyConflict(d)
             | ContinuityError::Unavailable(d)
             | ContinuityError::TooLarge(d)
+            | ContinuityError::Unauthorized(d)
             | ContinuityError::Forbidden { detail: d, .. }
             | ContinuityError::Conflict { detail: d, .. } => {
                 body.insert("detail", Json::String(d.clone()));
@@ -328,6 +333,7 @@ impl ServiceError for ContinuityError {
             ContinuityError::Unhandled { .. } => ErrorCode::Internal,
             ContinuityError::Unavailable(_) => ErrorCode::Unavailable,
             ContinuityError::TooLarge(_) => ErrorCode::ResourceExhausted,
+            ContinuityError::Unauthorized(_) => ErrorCode::Unauthenticated,
             ContinuityError::Object { status, .. } => match status {
                 404 => ErrorCode::NotFound,
                 409 => ErrorCode::AlreadyExists,

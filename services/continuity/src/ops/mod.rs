@@ -11,6 +11,7 @@ mod context;
 mod context_inputs;
 mod coordination;
 mod memory;
+mod messages;
 mod plans;
 mod reads;
 mod schedule;
@@ -37,6 +38,7 @@ pub use artifacts::ArtifactCheck;
 pub use capsules::Written;
 pub use context::{ContextInputs, SEARCH, SearchQuery};
 pub use context_inputs::StoreInputs;
+pub use messages::MESSAGES;
 pub use reads::{History, ReadAnswer};
 pub use schedule::ScheduleCreated;
 
@@ -53,12 +55,23 @@ pub struct Options {
     /// Archives older than this many days are `archive_stale` (the original's
     /// `COGNIRELAY_CONTINUITY_RETENTION_ARCHIVE_DAYS`).
     pub retention_archive_days: i64,
+    /// Sends and relay forwards must carry a signed envelope (the original's
+    /// `COGNIRELAY_REQUIRE_SIGNED_INGRESS`).
+    pub require_signed_ingress: bool,
+    /// Signed-envelope verification failures a caller may have within the window before its
+    /// verifications are refused unchecked (`COGNIRELAY_VERIFY_FAILURE_LIMIT`).
+    pub verify_failure_limit: u64,
+    /// That window, in seconds, at least 60 (`COGNIRELAY_VERIFY_FAILURE_WINDOW_SECONDS`).
+    pub verify_failure_window_seconds: i64,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             retention_archive_days: crate::domain::listing::RETENTION_ARCHIVE_DAYS,
+            require_signed_ingress: false,
+            verify_failure_limit: 20,
+            verify_failure_window_seconds: 600,
         }
     }
 }
@@ -72,6 +85,8 @@ pub struct Continuity {
     capsules: quick_cache::sync::Cache<String, Arc<Loaded>>,
     /// Memory files, search, tasks and schedule for context bundles (not continuity's own).
     inputs: Arc<dyn ContextInputs>,
+    /// Recent signed-envelope verification failures per caller (the throttle).
+    failures: messages::VerifyFailures,
 }
 
 impl Continuity {
@@ -83,6 +98,7 @@ impl Continuity {
             options,
             capsules: quick_cache::sync::Cache::new(CACHED_CAPSULES),
             inputs,
+            failures: messages::VerifyFailures::default(),
         }
     }
 

@@ -12,6 +12,7 @@
 
 mod coordination;
 mod memory;
+mod messages;
 mod reads;
 mod schedule;
 mod tasks;
@@ -27,6 +28,10 @@ pub use coordination::{
 };
 pub use memory::{
     HitQuery, HitRow, IndexState, MemoryChange, MemoryDocument, MemoryWrite, MemoryWritten,
+};
+pub use messages::{
+    DeliveryRead, DeliveryRow, DeliveryUpdate, DeliveryWrite, KeyWrite, MessageWrite, NonceRow,
+    NonceWrite, Pending, PendingFilter,
 };
 pub use reads::{
     ArchiveRow, ArtifactScan, CapsuleRevision, ColdRow, HistoryRow, IdempotencyRecord, Pointers,

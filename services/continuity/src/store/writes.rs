@@ -25,6 +25,8 @@ pub enum Refusal {
     Exists,
     /// The archive is gone or not in the state the write expected.
     Gone,
+    /// A signed envelope's nonce was consumed already (and has not expired).
+    NonceUsed,
 }
 
 /// A new revision of a subject, made active and the fallback in the same transaction.
@@ -157,6 +159,10 @@ pub enum Write {
     Rehydrate(Box<RehydrateWrite>),
     Plan(Box<PlanWrite>),
     Snapshot(Box<SnapshotWrite>),
+    Message(Box<super::messages::MessageWrite>),
+    Delivery(Box<super::messages::DeliveryWrite>),
+    Nonce(Box<super::messages::NonceWrite>),
+    Key(Box<super::messages::KeyWrite>),
 }
 
 impl Write {
@@ -171,6 +177,10 @@ impl Write {
             Write::Rehydrate(w) => (w.audit.clone(), w.at),
             Write::Plan(w) => (w.audit.clone(), w.at),
             Write::Snapshot(w) => (w.audit.clone(), w.at),
+            Write::Message(w) => (w.audit.clone(), w.at),
+            Write::Delivery(w) => (w.audit.clone(), w.at),
+            Write::Nonce(w) => (w.audit.clone(), w.at),
+            Write::Key(w) => (w.audit.clone(), w.at),
         }
     }
 
@@ -196,6 +206,10 @@ impl Write {
             Write::Rehydrate(w) => rehydrate(tx, w).await?,
             Write::Plan(w) => plan(tx, w).await?,
             Write::Snapshot(w) => snapshot(tx, w).await?,
+            Write::Message(w) => super::messages::message(tx, w).await?,
+            Write::Delivery(w) => super::messages::delivery(tx, w).await?,
+            Write::Nonce(w) => super::messages::nonce(tx, w).await?,
+            Write::Key(w) => super::messages::key(tx, w).await?,
         };
         if outcome.is_ok() {
             let (draft, at) = self.audit();

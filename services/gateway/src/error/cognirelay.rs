@@ -37,9 +37,11 @@ fn unauthenticated_detail(reason: Reason) -> &'static str {
 }
 
 /// The response for `failure`: the original's own status and body when the service sent
-/// them, its exact `{"detail"}` for a 401, else [`render`]'s body.
+/// them, its exact `{"detail"}` for a token's 401, else [`render`]'s body.
 pub fn response(failure: &Failure) -> Response {
-    if failure.code == ErrorCode::Unauthenticated {
+    // A service's own 401 (a signed envelope that does not verify) carries its body.
+    let own_body = failure.metadata_value(ORIGINAL_BODY_KEY).is_some();
+    if failure.code == ErrorCode::Unauthenticated && !own_body {
         let detail = serde_json::json!({"detail": unauthenticated_detail(failure.reason)});
         return (
             StatusCode::UNAUTHORIZED,

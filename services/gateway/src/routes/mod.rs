@@ -15,6 +15,7 @@ pub mod identity;
 pub mod ledger;
 pub mod ledger_objects;
 pub mod memory;
+pub mod messages;
 pub mod moltnet;
 pub mod ops;
 pub mod orchestrator;

@@ -33,6 +33,9 @@ pub enum BenchCommand {
     /// CogniRelay's context, search and memory routes over REST: context retrieve (4
     /// selectors, 4,000-token budget), search over 100,000 filled memory entries, appends.
     Context(super::bench_context::ContextBenchArgs),
+    /// Messages over CogniRelay's REST paths (send, inbox read) and MCP `tools/call`
+    /// overhead over the same REST call.
+    Coordination(super::bench_coordination::CoordinationBenchArgs),
     /// The world kernel in this process against the toys: its cost per subject per turn,
     /// and one turn of many subjects run concurrently against a slow LLM.
     World(super::bench_world::WorldBenchArgs),
@@ -441,6 +444,9 @@ pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
         BenchCommand::Ledger(args) => args,
         BenchCommand::Continuity(args) => return super::bench_continuity::bench(args).await,
         BenchCommand::Context(args) => return super::bench_context::bench(args).await,
+        BenchCommand::Coordination(args) => {
+            return super::bench_coordination::bench(args).await;
+        }
         BenchCommand::World(args) => return super::bench_world::bench_world(args).await,
         BenchCommand::Fill(args) => return super::bench_fill::fill(args).await,
         BenchCommand::Orchestrator(args) => return super::bench_orchestrator::bench(args).await,

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod bench_context;
 pub mod bench_continuity;
+pub mod bench_coordination;
 mod bench_fill;
 pub mod bench_orchestrator;
 pub mod bench_world;
@@ -15,6 +16,7 @@ pub mod diary;
 pub mod ledger;
 pub mod mcp;
 pub mod memory;
+pub mod message;
 pub mod orchestrator;
 pub mod toys;
 pub mod world;

@@ -1,0 +1,228 @@
+//! `noema bench coordination`: drives a running Noema's gateway over CogniRelay's REST
+//! paths with N concurrent clients for a fixed time per phase and prints throughput, latency
+//! and server CPU per operation as JSON (like the other benches). Every send is a real,
+//! durable write (answered after its commit).
+//!
+//! Phases: `send` (`POST /v1/messages/send`, 64 recipients and threads), `inbox` (`GET
+//! /v1/messages/inbox`, the last 20 of a filled inbox), and the same inbox read once as REST
+//! (`rest_call`) and once as MCP (`mcp_call`: `tools/call messages.inbox` on `/v1/mcp`),
+//! whose p50 difference is the MCP overhead. Recipients and threads carry the run's id, so
+//! runs never collide; the token's tenant holds them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use super::bench::{Attempt, measure, peak_rss_mb};
+use super::connect::ClientFlags;
+use super::{CommandError, say_json};
+
+/// Recipients (and threads) the send phase spreads over.
+const RECIPIENTS: u64 = 64;
+/// Messages in the inbox the read phases read.
+const FILLED: u64 = 200;
+
+#[derive(Debug, Args)]
+pub struct CoordinationBenchArgs {
+    /// Concurrent clients per phase.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Seconds per phase.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Phases to run (comma-separated).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "send,inbox,rest_call,mcp_call"
+    )]
+    pub phases: Vec<Phase>,
+    /// PID of the server, to report its peak resident memory and CPU time per operation
+    /// (Linux).
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// The gateway's REST base URL.
+    #[arg(long, value_name = "BASE_URL", default_value = "http://127.0.0.1:8080")]
+    pub target: String,
+    #[command(flatten)]
+    pub client: ClientFlags,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum Phase {
+    Send,
+    Inbox,
+    RestCall,
+    McpCall,
+}
+
+struct Bench {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+    run: String,
+    counter: AtomicU64,
+}
+
+impl Bench {
+    async fn send(&self, n: u64) -> Result<(), String> {
+        let body = json!({
+            "thread_id": format!("{}-t{}", self.run, n % RECIPIENTS),
+            "sender": format!("{}-sender", self.run),
+            "recipient": format!("{}-r{}", self.run, n % RECIPIENTS),
+            "subject": format!("bench {n}"),
+            "body_md": "A short benchmark message with a little Markdown: **ok**.",
+        });
+        self.call(
+            self.http
+                .post(format!("{}/v1/messages/send", self.base))
+                .json(&body),
+        )
+        .await
+    }
+
+    fn inbox_url(&self) -> String {
+        format!(
+            "{}/v1/messages/inbox?recipient={}-filled&limit=20",
+            self.base, self.run
+        )
+    }
+
+    async fn inbox(&self) -> Result<(), String> {
+        self.call(self.http.get(self.inbox_url())).await
+    }
+
+    async fn mcp_inbox(&self, n: u64) -> Result<(), String> {
+        let body = json!({
+            "jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": "messages.inbox",
+                       "arguments": {"recipient": format!("{}-filled", self.run), "limit": "20"}},
+        });
+        let response = self
+            .http
+            .post(format!("{}/v1/mcp", self.base))
+            .bearer_auth(&self.token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = response.status();
+        let answer: Value = response.json().await.map_err(|e| e.to_string())?;
+        if !status.is_success()
+            || answer["result"]["isError"] == true
+            || answer.get("error").is_some()
+        {
+            return Err(format!("MCP {status}: {answer}"));
+        }
+        Ok(())
+    }
+
+    async fn call(&self, request: reqwest::RequestBuilder) -> Result<(), String> {
+        let response = request
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(|e| e.to_string())?;
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(format!("{status}: {}", String::from_utf8_lossy(&body)))
+        }
+    }
+
+    async fn one(&self, phase: Phase) -> Result<Attempt, String> {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        match phase {
+            Phase::Send => self.send(n).await?,
+            Phase::Inbox | Phase::RestCall => self.inbox().await?,
+            Phase::McpCall => self.mcp_inbox(n).await?,
+        }
+        Ok(Attempt::Done)
+    }
+}
+
+fn name(phase: Phase) -> String {
+    phase
+        .to_possible_value()
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_default()
+}
+
+fn p50(row: &Value) -> Option<f64> {
+    row.get("p50_ms").and_then(Value::as_f64)
+}
+
+pub async fn bench(args: &CoordinationBenchArgs) -> Result<(), CommandError> {
+    let mut seed = [0u8; 8];
+    getrandom::fill(&mut seed).map_err(|e| CommandError::Usage(e.to_string()))?;
+    let run = u64::from_le_bytes(seed);
+    let http = noema_tools::tls::client_builder()
+        .pool_max_idle_per_host(args.concurrency)
+        .build()
+        .map_err(|e| CommandError::Usage(e.to_string()))?;
+    let bench = Arc::new(Bench {
+        http,
+        base: args.target.trim_end_matches('/').to_owned(),
+        token: args.client.token()?,
+        run: format!("bench-{run:x}"),
+        counter: AtomicU64::new(0),
+    });
+    // The inbox the read phases read (not measured).
+    for n in 0..FILLED {
+        let body = json!({
+            "thread_id": format!("{}-filled", bench.run),
+            "sender": format!("{}-sender", bench.run),
+            "recipient": format!("{}-filled", bench.run),
+            "subject": format!("filled {n}"),
+            "body_md": "A message in the benchmark's inbox.",
+        });
+        bench
+            .call(
+                bench
+                    .http
+                    .post(format!("{}/v1/messages/send", bench.base))
+                    .json(&body),
+            )
+            .await
+            .map_err(CommandError::Usage)?;
+    }
+    let duration = Duration::from_secs(args.duration);
+    let mut results = Vec::new();
+    for &phase in &args.phases {
+        let bench = Arc::clone(&bench);
+        let mut row = measure(args.concurrency, duration, args.server_pid, move || {
+            let bench = Arc::clone(&bench);
+            async move { bench.one(phase).await }
+        })
+        .await;
+        if let Value::Object(map) = &mut row {
+            map.insert("op".into(), Value::from(name(phase)));
+            map.insert("transport".into(), Value::from("rest"));
+        }
+        results.push(row);
+    }
+    let by_op = |op: &str| results.iter().find(|r| r["op"] == op).and_then(p50);
+    let overhead = by_op("mcp_call")
+        .zip(by_op("rest_call"))
+        .map(|(mcp, rest)| ((mcp - rest) * 1000.0).round() / 1000.0);
+    say_json(&json!({
+        "started_at": noema_client::ledger::utc_seconds(OffsetDateTime::now_utc()),
+        "concurrency": args.concurrency,
+        "seconds_per_phase": args.duration,
+        "target": args.target,
+        "inbox_messages": FILLED,
+        "results": results,
+        "mcp_overhead_p50_ms": overhead,
+        "server_peak_rss_mb": args.server_pid.and_then(peak_rss_mb),
+    }));
+    Ok(())
+}
