@@ -1,8 +1,9 @@
 //! `noema bench world`: the world kernel in this process over a fresh database (a SQLite
 //! file in a temporary directory, or `--database-url`), with the toys — the scripted LLM
-//! and the toy weather source — on loopback, running a generated scenario of N agents, each
-//! with one ambient source of its own (the toy weather, before its workflow) and one LLM
-//! generation per turn that returns a WorldPatch changing its state.
+//! and the toy weather source — in a process of their own (`noema toys serve`, this same
+//! binary, started as a child on a loopback port), running a generated scenario of N agents,
+//! each with one ambient source of its own (the toy weather, before its workflow) and one
+//! LLM generation per turn that returns a WorldPatch changing its state.
 //!
 //! Two phases, reported as JSON, never asserted anywhere:
 //! - `ordered`: `per_subject_ordered`, the LLM answering at once — the kernel's own cost per
@@ -11,18 +12,22 @@
 //! - `concurrent`: `per_subject_concurrent` with `world.max_concurrent_subjects`, the LLM
 //!   taking `--llm-latency-ms` per answer — how long one turn of N subjects takes.
 //!
-//! Medians over the turns; CPU time per subject-turn is this whole process's (kernel, toys
-//! and SQLite alike), from /proc.
+//! Medians over the turns. CPU time (user and system, every thread, from /proc) is reported
+//! per process: `kernel_*` is this process's — the kernel, its SQLite, the client side of its
+//! HTTP calls, which are all the kernel's overhead — and `toys_*` the toys process's, the
+//! scripted LLM's and the weather's own work, which a real deployment does not pay.
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use noema_store::Database;
-use noema_toys::park::ParkConfig;
 use noema_toys::scenario::{PARK, PARK_MODEL_ALIAS, PARK_URL_ENVS, WORLD_PATCH_SCHEMA, substitute};
-use noema_toys::{LlmScript, Park, ScriptedLlm, serve_all};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout};
 use noema_world::domain::component::{ComponentKind, WORLD_PATCH_SCHEMA_NAME};
 use noema_world::ops::kernel::TurnResult;
 use noema_world::ops::{Caller, World};
@@ -52,8 +57,9 @@ pub struct WorldBenchArgs {
     pub database_url: Option<String>,
 }
 
-/// Every subject answers every turn with a patch that changes its own state.
-fn script(subjects: &[String], turns: usize, latency_ms: u64) -> Result<LlmScript, CommandError> {
+/// Every subject answers every turn with a patch that changes its own state: the LLM
+/// script (`noema toys serve --script`).
+fn script(subjects: &[String], turns: usize, latency_ms: u64) -> Value {
     let scripts: Vec<Value> = subjects
         .iter()
         .map(|id| {
@@ -69,8 +75,75 @@ fn script(subjects: &[String], turns: usize, latency_ms: u64) -> Result<LlmScrip
             json!({"subject": id, "outputs": outputs})
         })
         .collect();
-    serde_json::from_value(json!({"latency_ms": latency_ms, "chunk_chars": 0, "scripts": scripts}))
-        .map_err(|e| CommandError::found("the generated script", e))
+    json!({"latency_ms": latency_ms, "chunk_chars": 0, "scripts": scripts})
+}
+
+/// How long the toys process may take to say where it listens.
+const TOYS_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The toys in a process of their own: `noema toys serve` of this binary, killed when
+/// dropped.
+struct ToysProcess {
+    child: Child,
+    pid: String,
+    url: String,
+    /// Its standard output, kept open so its remaining lines have somewhere to go.
+    _stdout: Lines<BufReader<ChildStdout>>,
+}
+
+impl ToysProcess {
+    /// Starts the toys with the LLM script in file `script` and waits for their URL.
+    async fn start(script: &Path) -> Result<ToysProcess, CommandError> {
+        let exe = std::env::current_exe()
+            .map_err(|e| CommandError::found("this program's path", e))?;
+        let mut child = tokio::process::Command::new(exe)
+            .args(["toys", "serve", "--addr", "127.0.0.1:0", "--script"])
+            .arg(script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| CommandError::found("starting the toys process", e))?;
+        let pid = child
+            .id()
+            .ok_or_else(|| CommandError::found("the toys process", "it ended at once"))?
+            .to_string();
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| CommandError::found("the toys process", "no standard output"))?;
+        let mut lines = BufReader::new(stdout).lines();
+        let url = tokio::time::timeout(TOYS_START_TIMEOUT, async {
+            // `noema toys serve` prints `TOYS  <url>` first, once it listens.
+            while let Some(line) = lines.next_line().await? {
+                if let Some(url) = line.strip_prefix("TOYS") {
+                    return Ok(Some(url.trim().to_owned()));
+                }
+            }
+            Ok::<_, std::io::Error>(None)
+        })
+        .await
+        .map_err(|_| CommandError::found("the toys process", "it did not say its URL in time"))?
+        .map_err(|e| CommandError::found("the toys process's output", e))?
+        .ok_or_else(|| CommandError::found("the toys process", "it ended before listening"))?;
+        Ok(ToysProcess {
+            child,
+            pid,
+            url,
+            _stdout: lines,
+        })
+    }
+
+    /// CPU seconds the toys process has used so far.
+    fn cpu_seconds(&self) -> Option<f64> {
+        cpu_seconds(&self.pid)
+    }
+
+    async fn stop(mut self) {
+        // The toys keep nothing worth a graceful end.
+        let _ = self.child.kill().await;
+    }
 }
 
 /// The workflow: the toy weather before each subject's workflow, visible to it alone; one
@@ -164,18 +237,20 @@ async fn run_phase(
     subjects: &[String],
     phase: &Phase,
 ) -> Result<Value, CommandError> {
-    let llm = ScriptedLlm::new(script(subjects, args.turns, phase.latency_ms)?);
-    let park = Park::new(ParkConfig::default());
-    let addr = "127.0.0.1:0"
-        .parse()
-        .map_err(|e| CommandError::found("the toys' address", e))?;
-    let toys = serve_all(addr, &llm, &park)
-        .await
-        .map_err(|e| CommandError::found("the toys", e))?;
     let dir = tempfile::Builder::new()
         .prefix("noema-bench-world-")
         .tempdir()
         .map_err(|e| CommandError::found("a temporary directory", e))?;
+    let script_path = dir.path().join("llm-script.json");
+    std::fs::write(
+        &script_path,
+        script(subjects, args.turns, phase.latency_ms).to_string(),
+    )
+    .map_err(|source| CommandError::File {
+        path: script_path.display().to_string(),
+        source,
+    })?;
+    let toys = ToysProcess::start(&script_path).await?;
     let url = match &args.database_url {
         Some(url) => url.clone(),
         None => format!("sqlite://{}", dir.path().join("world.db").display()),
@@ -188,9 +263,9 @@ async fn run_phase(
         .map_err(|e| CommandError::found("migrations", e))?;
     let mut options = WorldOptions::default();
     for name in PARK_URL_ENVS {
-        options.source_env.insert(name.to_owned(), toys.url());
+        options.source_env.insert(name.to_owned(), toys.url.clone());
     }
-    options.llm.base_url = format!("{}/v1", toys.url());
+    options.llm.base_url = format!("{}/v1", toys.url);
     options
         .llm
         .models
@@ -203,9 +278,10 @@ async fn run_phase(
     let slug = install(&world, subjects, phase.execution).await?;
 
     let caller = Caller::local("bench:world");
-    let (mut wall_ms, mut cpu_ms) = (Vec::new(), Vec::new());
+    let (mut wall_ms, mut kernel_cpu_ms, mut toys_cpu_ms) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..args.turns {
-        let cpu_before = cpu_seconds("self");
+        let kernel_before = cpu_seconds("self");
+        let toys_before = toys.cpu_seconds();
         let started = Instant::now();
         let outcome = world
             .run_turn(&slug, &caller)
@@ -216,26 +292,32 @@ async fn run_phase(
             return Err(CommandError::found("a benchmark turn failed", failure));
         }
         wall_ms.push(elapsed);
-        if let (Some(before), Some(after)) = (cpu_before, cpu_seconds("self")) {
-            cpu_ms.push((after - before) * 1000.0);
+        if let (Some(before), Some(after)) = (kernel_before, cpu_seconds("self")) {
+            kernel_cpu_ms.push((after - before) * 1000.0);
+        }
+        if let (Some(before), Some(after)) = (toys_before, toys.cpu_seconds()) {
+            toys_cpu_ms.push((after - before) * 1000.0);
         }
     }
     drop(world);
     db.close().await;
-    let _ = toys.shutdown().await;
+    toys.stop().await;
     drop(dir);
     #[allow(clippy::cast_precision_loss)]
     let n = subjects.len() as f64;
     let turn_ms = median(wall_ms);
-    let cpu = median(cpu_ms);
+    let kernel_cpu = median(kernel_cpu_ms);
+    let toys_cpu = median(toys_cpu_ms);
     Ok(json!({
         "execution": phase.execution,
         "llm_latency_ms": phase.latency_ms,
         "max_concurrent_subjects": args.max_concurrent_subjects,
         "turn_ms_median": round(turn_ms),
         "per_subject_ms_median": round(turn_ms / n),
-        "cpu_ms_per_turn_median": round(cpu),
-        "cpu_ms_per_subject_median": round(cpu / n),
+        "kernel_cpu_ms_per_turn_median": round(kernel_cpu),
+        "kernel_cpu_ms_per_subject_median": round(kernel_cpu / n),
+        "toys_cpu_ms_per_turn_median": round(toys_cpu),
+        "toys_cpu_ms_per_subject_median": round(toys_cpu / n),
     }))
 }
 
