@@ -26,13 +26,13 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use noema_store::Database;
 use noema_toys::scenario::{PARK, PARK_MODEL_ALIAS, PARK_URL_ENVS, WORLD_PATCH_SCHEMA, substitute};
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout};
 use noema_world::domain::component::{ComponentKind, WORLD_PATCH_SCHEMA_NAME};
 use noema_world::ops::kernel::TurnResult;
 use noema_world::ops::{Caller, World};
 use noema_world::{MIGRATIONS, WorldBuilder, WorldOptions};
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout};
 
 use super::bench::cpu_seconds;
 use super::{CommandError, say_json};
@@ -94,8 +94,8 @@ struct ToysProcess {
 impl ToysProcess {
     /// Starts the toys with the LLM script in file `script` and waits for their URL.
     async fn start(script: &Path) -> Result<ToysProcess, CommandError> {
-        let exe = std::env::current_exe()
-            .map_err(|e| CommandError::found("this program's path", e))?;
+        let exe =
+            std::env::current_exe().map_err(|e| CommandError::found("this program's path", e))?;
         let mut child = tokio::process::Command::new(exe)
             .args(["toys", "serve", "--addr", "127.0.0.1:0", "--script"])
             .arg(script)
