@@ -7,6 +7,8 @@
 
 mod rig;
 
+use std::sync::Arc;
+
 use noema_world::domain::attempt::AttemptStatus;
 use noema_world::domain::chat::ChatMessage;
 use noema_world::domain::component::ComponentKind;
@@ -523,7 +525,7 @@ async fn invocations_go_running_to_one_final_status(backend: Backend) {
     started(&f.store, attempt, at(0)).await;
     let mut weather = ambient(&f, attempt, 1);
     f.store
-        .apply_trace(&[TraceWrite::StartInvocation(Box::new(weather.clone()))])
+        .apply_trace(&[TraceWrite::StartInvocation(Arc::new(weather.clone()))])
         .await
         .unwrap();
     assert_eq!(
@@ -542,7 +544,7 @@ async fn invocations_go_running_to_one_final_status(backend: Backend) {
         )
         .unwrap();
     f.store
-        .apply_trace(&[TraceWrite::FinishInvocation(Box::new(weather.clone()))])
+        .apply_trace(&[TraceWrite::finish(&weather)])
         .await
         .unwrap();
     let stored = f
@@ -557,8 +559,8 @@ async fn invocations_go_running_to_one_final_status(backend: Backend) {
     let (mut invocation, mut call) = generation(&f, attempt, 2);
     f.store
         .apply_trace(&[TraceWrite::StartGeneration(
-            Box::new(invocation.clone()),
-            Box::new(call.clone()),
+            Arc::new(invocation.clone()),
+            Arc::new(call.clone()),
         )])
         .await
         .unwrap();
@@ -584,8 +586,8 @@ async fn invocations_go_running_to_one_final_status(backend: Backend) {
         .unwrap();
     f.store
         .apply_trace(&[
-            TraceWrite::UpdateLlmCall(Box::new(call.clone())),
-            TraceWrite::FinishInvocation(Box::new(invocation.clone())),
+            TraceWrite::update_call(&call),
+            TraceWrite::finish(&invocation),
         ])
         .await
         .unwrap();
@@ -641,8 +643,8 @@ async fn a_failed_attempt_stops_its_running_calls(backend: Backend) {
     let (invocation, call) = generation(&f, attempt, 2);
     f.store
         .apply_trace(&[
-            TraceWrite::StartInvocation(Box::new(weather.clone())),
-            TraceWrite::StartGeneration(Box::new(invocation.clone()), Box::new(call.clone())),
+            TraceWrite::StartInvocation(Arc::new(weather.clone())),
+            TraceWrite::StartGeneration(Arc::new(invocation.clone()), Arc::new(call.clone())),
         ])
         .await
         .unwrap();
@@ -698,8 +700,8 @@ async fn the_sweeper_interrupts_an_attempt_whose_lease_expired(backend: Backend)
     let (invocation, call) = generation(&f, attempt, 1);
     f.store
         .apply_trace(&[TraceWrite::StartGeneration(
-            Box::new(invocation.clone()),
-            Box::new(call.clone()),
+            Arc::new(invocation.clone()),
+            Arc::new(call.clone()),
         )])
         .await
         .unwrap();

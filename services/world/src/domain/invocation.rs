@@ -429,34 +429,57 @@ pub struct AttemptSourceSummary {
     pub source_trace_summary: SourceTraceSummary,
 }
 
+/// What an attempt's summary needs of one invocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvocationMark {
+    pub source_invocation_id: Uuid,
+    pub invocation_seq: u32,
+    pub invocation_kind: InvocationKind,
+    pub status: InvocationStatus,
+    pub failure_class: Option<FailureClass>,
+}
+
+impl InvocationMark {
+    pub fn of(invocation: &SourceInvocation) -> InvocationMark {
+        InvocationMark {
+            source_invocation_id: invocation.source_invocation_id,
+            invocation_seq: invocation.invocation_seq,
+            invocation_kind: invocation.invocation_kind,
+            status: invocation.status,
+            failure_class: invocation.failure_class,
+        }
+    }
+}
+
 impl AttemptSourceSummary {
     /// The summary of an attempt's invocations (in any order).
     pub fn of(invocations: &[SourceInvocation]) -> AttemptSourceSummary {
-        let mut ordered: Vec<&SourceInvocation> = invocations.iter().collect();
-        ordered.sort_by_key(|i| i.invocation_seq);
+        AttemptSourceSummary::of_marks(invocations.iter().map(InvocationMark::of).collect())
+    }
+
+    /// The summary of an attempt's invocations, from their marks (in any order).
+    pub fn of_marks(mut marks: Vec<InvocationMark>) -> AttemptSourceSummary {
+        marks.sort_by_key(|m| m.invocation_seq);
         let mut summary = SourceTraceSummary::default();
-        for invocation in &ordered {
-            *summary
-                .by_kind
-                .entry(invocation.invocation_kind)
-                .or_default() += 1;
-            *summary.by_status.entry(invocation.status).or_default() += 1;
+        for mark in &marks {
+            *summary.by_kind.entry(mark.invocation_kind).or_default() += 1;
+            *summary.by_status.entry(mark.status).or_default() += 1;
             if matches!(
-                invocation.status,
+                mark.status,
                 InvocationStatus::Failed | InvocationStatus::Interrupted
             ) {
                 summary.failures.push(FailedInvocation {
-                    source_invocation_id: invocation.source_invocation_id,
-                    invocation_seq: invocation.invocation_seq,
-                    invocation_kind: invocation.invocation_kind,
-                    status: invocation.status,
-                    failure_class: invocation.failure_class,
+                    source_invocation_id: mark.source_invocation_id,
+                    invocation_seq: mark.invocation_seq,
+                    invocation_kind: mark.invocation_kind,
+                    status: mark.status,
+                    failure_class: mark.failure_class,
                 });
             }
         }
         AttemptSourceSummary {
-            source_invocation_count: u32::try_from(ordered.len()).unwrap_or(u32::MAX),
-            last_source_invocation_id: ordered.last().map(|i| i.source_invocation_id),
+            source_invocation_count: u32::try_from(marks.len()).unwrap_or(u32::MAX),
+            last_source_invocation_id: marks.last().map(|m| m.source_invocation_id),
             source_trace_summary: summary,
         }
     }

@@ -101,6 +101,8 @@ pub struct NodeContract {
     /// Declaration order of the tools, for prompts.
     pub tool_order: Vec<String>,
     pub final_schema: Arc<CompiledSchema>,
+    /// The schema of a generation's reply, built once: every subject's generations send it.
+    response: ResponseSchema,
 }
 
 impl NodeContract {
@@ -140,11 +142,17 @@ impl NodeContract {
                 },
             );
         }
-        Ok(NodeContract {
+        let mut contract = NodeContract {
             tools,
             tool_order,
             final_schema: get(&node.final_schema_ref, "/final_schema_ref".to_owned())?,
-        })
+            response: ResponseSchema {
+                name: String::new(),
+                schema: Value::Null,
+            },
+        };
+        contract.response = contract.build_response_schema();
+        Ok(contract)
     }
 
     /// `{{tools.available}}`: name, description and arguments schema of each tool.
@@ -172,6 +180,10 @@ impl NodeContract {
     /// final schema, or a call to one of the tools with its arguments. A schema with `$ref`s
     /// cannot be embedded safely and is sent as "any object" (the kernel validates it anyway).
     pub fn response_schema(&self) -> ResponseSchema {
+        self.response.clone()
+    }
+
+    fn build_response_schema(&self) -> ResponseSchema {
         let mut branches: Vec<Value> = self
             .ordered_tools()
             .map(|t| {

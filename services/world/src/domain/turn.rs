@@ -125,7 +125,36 @@ impl WorkingTurn {
         if !problems.is_empty() {
             return Err(problems);
         }
-        let before = self.working.clone();
+        // What the effects touch, as it was: only those, not the whole world, per patch.
+        let mut before = WorldState {
+            environments: BTreeMap::new(),
+            entities: BTreeMap::new(),
+        };
+        for effect in &patch.effects {
+            match effect {
+                WorldEffect::SetEntityState { entity_id, .. }
+                | WorldEffect::AppendEntityMemory { entity_id, .. } => {
+                    if let Some((id, entity)) =
+                        self.working.entities.get_key_value(entity_id.as_str())
+                    {
+                        before.entities.insert(id.clone(), entity.clone());
+                    }
+                }
+                WorldEffect::SetEnvironmentContent {
+                    environment_label, ..
+                } => {
+                    if let Some((label, environment)) = self
+                        .working
+                        .environments
+                        .get_key_value(environment_label.as_str())
+                    {
+                        before
+                            .environments
+                            .insert(label.clone(), environment.clone());
+                    }
+                }
+            }
+        }
         let effects = patch
             .effects
             .iter()

@@ -13,9 +13,12 @@ use uuid::Uuid;
 
 use super::{StoreError, WorldStore, to_i64, to_u32, to_u64};
 use crate::domain::chat::ChatMessage;
+use crate::domain::failure::FailureClass;
 use crate::domain::hash::ContentHash;
 use crate::domain::ids::{EntityId, HumanId};
-use crate::domain::invocation::SourceInvocation;
+use crate::domain::invocation::{
+    InvocationStatus, ModelOutputKind, SourceInvocation, ValidationStatus,
+};
 use crate::domain::llm_call::{LlmArtifact, LlmCall, LlmChunk, TokenUsage};
 use crate::domain::problem::Problem;
 
@@ -212,11 +215,50 @@ pub(crate) async fn insert_invocation<D: Engine>(
     Ok(())
 }
 
+/// What a finished (or failed) call writes to its invocation row: the columns
+/// [`finish_invocation`] sets, without the request, which the `running` row already holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvocationEnd {
+    pub source_invocation_id: Uuid,
+    pub status: InvocationStatus,
+    pub failure_class: Option<FailureClass>,
+    pub failure_message: Option<String>,
+    pub ended_at: Option<OffsetDateTime>,
+    pub duration_ms: Option<u64>,
+    pub response_json: Option<Value>,
+    pub response_text: Option<String>,
+    pub response_headers: BTreeMap<String, String>,
+    pub http_status: Option<u16>,
+    pub validation_status: Option<ValidationStatus>,
+    pub model_output_kind: Option<ModelOutputKind>,
+    pub llm_call_id: Option<Uuid>,
+}
+
+impl InvocationEnd {
+    pub fn of(i: &SourceInvocation) -> InvocationEnd {
+        InvocationEnd {
+            source_invocation_id: i.source_invocation_id,
+            status: i.status,
+            failure_class: i.failure_class,
+            failure_message: i.failure_message.clone(),
+            ended_at: i.ended_at,
+            duration_ms: i.duration_ms,
+            response_json: i.response_json.clone(),
+            response_text: i.response_text.clone(),
+            response_headers: i.response_headers.clone(),
+            http_status: i.http_status,
+            validation_status: i.validation_status,
+            model_output_kind: i.model_output_kind,
+            llm_call_id: i.llm_call_id,
+        }
+    }
+}
+
 /// Writes what a finished (or failed) call recorded; an invocation recovery already marked
 /// `interrupted` stays so.
 pub(crate) async fn finish_invocation<D: Engine>(
     conn: Conn<'_, D>,
-    i: &SourceInvocation,
+    i: &InvocationEnd,
 ) -> Result<(), StoreError> {
     query(
         "UPDATE source_invocations SET status = $2, failure_class = $3, failure_message = $4, \
@@ -228,12 +270,12 @@ pub(crate) async fn finish_invocation<D: Engine>(
     .bind(i.source_invocation_id.to_string())
     .bind(name_of(&i.status))
     .bind(i.failure_class.as_ref().map(name_of))
-    .bind(i.failure_message.clone())
+    .bind(i.failure_message.as_deref())
     .bind(i.ended_at)
     .bind(i.duration_ms.map(to_i64))
-    .bind(i.response_json.clone().map(Json))
-    .bind(i.response_text.clone())
-    .bind(Json(i.response_headers.clone()))
+    .bind(i.response_json.as_ref().map(Json))
+    .bind(i.response_text.as_deref())
+    .bind(Json(&i.response_headers))
     .bind(i.http_status.map(i64::from))
     .bind(i.validation_status.as_ref().map(name_of))
     .bind(i.model_output_kind.as_ref().map(name_of))
@@ -389,10 +431,52 @@ pub(crate) async fn insert_llm_call<D: Engine>(
     Ok(())
 }
 
-/// Writes everything but the chunks; a call recovery marked `interrupted` stays so.
+/// What an LLM call's progress writes to its row: the columns [`update_llm_call`] sets,
+/// without the request (the `running` row holds it) and the chunks (their own rows).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmCallUpdate {
+    pub llm_call_id: Uuid,
+    pub model_output_kind: Option<ModelOutputKind>,
+    pub status: InvocationStatus,
+    pub ended_at: Option<OffsetDateTime>,
+    pub duration_ms: Option<u64>,
+    pub http_status: Option<u16>,
+    pub raw_text: Option<String>,
+    pub normalized_text: Option<String>,
+    pub tokens: Option<TokenUsage>,
+    pub parse_errors: Vec<String>,
+    pub validation_errors: Vec<Problem>,
+    pub artifacts: Vec<LlmArtifact>,
+    pub failure_class: Option<FailureClass>,
+    pub failure_message: Option<String>,
+}
+
+impl LlmCallUpdate {
+    pub fn of(c: &LlmCall) -> LlmCallUpdate {
+        LlmCallUpdate {
+            llm_call_id: c.llm_call_id,
+            model_output_kind: c.model_output_kind,
+            status: c.status,
+            ended_at: c.ended_at,
+            duration_ms: c.duration_ms,
+            http_status: c.http_status,
+            raw_text: c.raw_text.clone(),
+            normalized_text: c.normalized_text.clone(),
+            tokens: c.tokens,
+            parse_errors: c.parse_errors.clone(),
+            validation_errors: c.validation_errors.clone(),
+            artifacts: c.artifacts.clone(),
+            failure_class: c.failure_class,
+            failure_message: c.failure_message.clone(),
+        }
+    }
+}
+
+/// Writes everything but the request and the chunks; a call recovery marked `interrupted`
+/// stays so.
 pub(crate) async fn update_llm_call<D: Engine>(
     conn: Conn<'_, D>,
-    c: &LlmCall,
+    c: &LlmCallUpdate,
 ) -> Result<(), StoreError> {
     let tokens = c.tokens.unwrap_or_default();
     query(
@@ -408,16 +492,16 @@ pub(crate) async fn update_llm_call<D: Engine>(
     .bind(c.ended_at)
     .bind(c.duration_ms.map(to_i64))
     .bind(c.http_status.map(i64::from))
-    .bind(c.raw_text.clone())
-    .bind(c.normalized_text.clone())
+    .bind(c.raw_text.as_deref())
+    .bind(c.normalized_text.as_deref())
     .bind(tokens.prompt_tokens.map(to_i64))
     .bind(tokens.completion_tokens.map(to_i64))
     .bind(tokens.total_tokens.map(to_i64))
-    .bind(Json(c.parse_errors.clone()))
-    .bind(Json(c.validation_errors.clone()))
-    .bind(Json(c.artifacts.clone()))
+    .bind(Json(&c.parse_errors))
+    .bind(Json(&c.validation_errors))
+    .bind(Json(&c.artifacts))
     .bind(c.failure_class.as_ref().map(name_of))
-    .bind(c.failure_message.clone())
+    .bind(c.failure_message.as_deref())
     .execute(conn)
     .await?;
     Ok(())

@@ -8,18 +8,27 @@
 //! streamed chunks, are [`TraceWriter::write_later`]: committed with the next durable write
 //! or within [`FLUSH_INTERVAL`], whichever comes first. A process that dies in between
 //! leaves the call `running`, which recovery marks `interrupted`: never an invisible call.
+//!
+//! The writer keeps one connection from batch to batch ([`Session`]): on SQLite a
+//! connection's page cache is dropped whenever another connection has written since its last
+//! transaction, so a writer taking whichever pooled connection was idle read the trace
+//! tables' pages back from disk on nearly every batch.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use noema_store::audit::AuditedTx;
 use noema_store::sql::Engine;
-use noema_store::with_pool;
+use noema_store::{Database, with_pool};
+use sqlx::pool::PoolConnection;
+use sqlx::sqlite::SqliteConnection;
+use sqlx::{Acquire, ConnectOptions, Postgres};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::invocations::{
-    finish_invocation, insert_chunks, insert_invocation, insert_llm_call, update_llm_call,
+    InvocationEnd, LlmCallUpdate, finish_invocation, insert_chunks, insert_invocation,
+    insert_llm_call, update_llm_call,
 };
 use super::{StoreError, WorldStore};
 use crate::domain::invocation::SourceInvocation;
@@ -31,16 +40,29 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
 /// One row write of a trace.
 #[derive(Debug, Clone)]
 pub enum TraceWrite {
-    /// A `running` invocation (ambient or tool call).
-    StartInvocation(Box<SourceInvocation>),
+    /// A `running` invocation (ambient or tool call). Shared with the caller, who gets it
+    /// back once it is durable, rather than copied.
+    StartInvocation(Arc<SourceInvocation>),
     /// A generation's `running` invocation and its `running` LLM call, linked.
-    StartGeneration(Box<SourceInvocation>, Box<LlmCall>),
+    StartGeneration(Arc<SourceInvocation>, Arc<LlmCall>),
     /// An invocation's final state.
-    FinishInvocation(Box<SourceInvocation>),
-    /// An LLM call's current state (all but its chunks).
-    UpdateLlmCall(Box<LlmCall>),
+    FinishInvocation(Box<InvocationEnd>),
+    /// An LLM call's current state (all but its request and its chunks).
+    UpdateLlmCall(Box<LlmCallUpdate>),
     /// Streamed chunks of a running call.
     AppendChunks(Uuid, Vec<LlmChunk>),
+}
+
+impl TraceWrite {
+    /// The final state of `invocation`.
+    pub fn finish(invocation: &SourceInvocation) -> TraceWrite {
+        TraceWrite::FinishInvocation(Box::new(InvocationEnd::of(invocation)))
+    }
+
+    /// The current state of `call`.
+    pub fn update_call(call: &LlmCall) -> TraceWrite {
+        TraceWrite::UpdateLlmCall(Box::new(LlmCallUpdate::of(call)))
+    }
 }
 
 type Ack = oneshot::Sender<Result<(), String>>;
@@ -118,6 +140,7 @@ async fn run(
     mut rx: mpsc::UnboundedReceiver<Job>,
     lost: Arc<Mutex<Option<String>>>,
 ) {
+    let mut session = Session { store, held: None };
     let mut pending: Vec<TraceWrite> = Vec::new();
     let mut acks: Vec<Ack> = Vec::new();
     // When the oldest queued write must be committed at the latest.
@@ -144,7 +167,7 @@ async fn run(
         }
         flush_now |= !acks.is_empty();
         if flush_now {
-            let result = store.apply_trace(&pending).await.map_err(|e| e.to_string());
+            let result = session.apply(&pending).await.map_err(|e| e.to_string());
             pending.clear();
             deadline = None;
             if let Err(why) = &result {
@@ -173,8 +196,68 @@ fn take(job: Job, pending: &mut Vec<TraceWrite>, acks: &mut Vec<Ack>) {
     acks.extend(job.ack);
 }
 
-async fn apply<D: Engine>(pool: &sqlx::Pool<D>, writes: &[TraceWrite]) -> Result<(), StoreError> {
-    let mut tx = AuditedTx::begin(pool).await?;
+/// The connection the writer keeps: on SQLite (a file) one of its own, opened with the
+/// pool's options but outside the pool, so the pool's connections stay for readers; on
+/// Postgres a pooled connection held for the writer's life.
+enum Held {
+    Sqlite(SqliteConnection),
+    Postgres(PoolConnection<Postgres>),
+}
+
+/// Where the writer commits its batches.
+struct Session {
+    store: WorldStore,
+    held: Option<Held>,
+}
+
+impl Session {
+    /// Commits `writes` in one transaction on the held connection. After a failure the
+    /// connection is let go (it may be the cause); the next batch opens a fresh one.
+    async fn apply(&mut self, writes: &[TraceWrite]) -> Result<(), StoreError> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let db = self.store.database();
+        // A closed database takes no more writes, even though a held connection would.
+        if db.is_closed() {
+            self.held = None;
+            return Err(sqlx::Error::PoolClosed.into());
+        }
+        let held = match self.held.take() {
+            Some(held) => held,
+            None => match db {
+                // A pool of one connection is a private in-memory database: another
+                // connection would be another database, and holding the only one would
+                // starve every reader. The writer borrows it for each batch.
+                Database::Sqlite(pool) if pool.options().get_max_connections() <= 1 => {
+                    return self.store.apply_trace(writes).await;
+                }
+                Database::Sqlite(pool) => Held::Sqlite(pool.connect_options().connect().await?),
+                Database::Postgres(pool) => Held::Postgres(pool.acquire().await?),
+            },
+        };
+        let (held, result) = match held {
+            Held::Sqlite(mut conn) => {
+                let result = apply(&mut conn, writes).await;
+                (Held::Sqlite(conn), result)
+            }
+            Held::Postgres(mut conn) => {
+                let result = apply(&mut *conn, writes).await;
+                (Held::Postgres(conn), result)
+            }
+        };
+        if result.is_ok() {
+            self.held = Some(held);
+        }
+        result
+    }
+}
+
+async fn apply<'c, D: Engine>(
+    conn: impl Acquire<'c, Database = D>,
+    writes: &[TraceWrite],
+) -> Result<(), StoreError> {
+    let mut tx = AuditedTx::begin(conn).await?;
     for write in writes {
         match write {
             TraceWrite::StartInvocation(invocation) => {

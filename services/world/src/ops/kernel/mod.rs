@@ -241,14 +241,14 @@ impl TurnContext {
             request_json: body.clone(),
             metadata: json!({}),
         };
-        let mut invocation = SourceInvocation::start(start, now()).map_err(|problems| {
+        let invocation = SourceInvocation::start(start, now()).map_err(|problems| {
             AttemptError::Internal(format!(
                 "invocation: {}",
                 crate::domain::problem::Problems(&problems)
             ))
         })?;
         let source = self.source(&invocation.source_hash)?;
-        tracer.start(&invocation).await?;
+        let mut invocation = tracer.start(invocation).await?;
         let context = self.invocation_context(&invocation);
         let answer = source
             .invoke_json(&context, SourceRequest::Json(body))

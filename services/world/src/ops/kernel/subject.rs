@@ -211,7 +211,7 @@ pub(crate) async fn run(
             },
             invocation.started_at,
         );
-        tracer.start_generation(&invocation, &call).await?;
+        let (mut invocation, call) = tracer.start_generation(invocation, call).await?;
         let call = Arc::new(Mutex::new(call));
 
         // A model alias that is not configured fails this generation, traced like any other
@@ -262,7 +262,7 @@ pub(crate) async fn run(
         let judged = tool_loop
             .judge(&output.text, &judge_world)
             .map_err(internal)?;
-        let snapshot = match call.lock() {
+        match call.lock() {
             Ok(mut call) => {
                 let _ = call.succeed(
                     output.text.clone(),
@@ -277,10 +277,9 @@ pub(crate) async fn run(
                     judged.parsed.clone(),
                 );
                 tracer.update_call(&call);
-                call.clone()
             }
             Err(_) => return Err(internal("an LLM call's lock was poisoned")),
-        };
+        }
         // Refused: the retry lane takes it (or ends the attempt), whatever its kind.
         let invalid = judged.model_output_kind == ModelOutputKind::Invalid
             || matches!(judged.step, Step::Retry | Step::Failed(_));
@@ -355,8 +354,10 @@ pub(crate) async fn run(
                 };
                 match sink.submit(patch.clone(), provenance).await? {
                     Verdict::Accepted => {
-                        let mut accepted = snapshot;
                         let patch_json = serde_json::to_value(&patch).map_err(internal)?;
+                        let mut accepted = call
+                            .lock()
+                            .map_err(|_| internal("an LLM call's lock was poisoned"))?;
                         accepted.record_accepted_patch(patch_json);
                         tracer.update_call(&accepted);
                         return Ok(());

@@ -1,6 +1,7 @@
 //! An attempt's tracer: numbers its source invocations, writes each `running` row durably
 //! before the call (with its LLM call for a generation), queues what finished calls
-//! recorded, and keeps the latest state of every invocation for the attempt's summary.
+//! recorded, and keeps the latest mark (status, kind) of every invocation for the attempt's
+//! summary.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,7 +12,7 @@ use uuid::Uuid;
 
 use super::AttemptError;
 use crate::domain::ids::HumanId;
-use crate::domain::invocation::{AttemptSourceSummary, SourceInvocation};
+use crate::domain::invocation::{AttemptSourceSummary, InvocationMark, SourceInvocation};
 use crate::domain::llm_call::LlmCall;
 use crate::domain::source::invoke::GenerationObserver;
 use crate::ops::now;
@@ -23,7 +24,7 @@ pub(crate) struct Tracer {
     pub world_slug: HumanId,
     pub attempted_turn: u64,
     seq: AtomicU32,
-    invocations: Mutex<BTreeMap<u32, SourceInvocation>>,
+    marks: Mutex<BTreeMap<u32, InvocationMark>>,
 }
 
 impl Tracer {
@@ -39,7 +40,7 @@ impl Tracer {
             world_slug,
             attempted_turn,
             seq: AtomicU32::new(0),
-            invocations: Mutex::new(BTreeMap::new()),
+            marks: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -49,51 +50,52 @@ impl Tracer {
     }
 
     fn remember(&self, invocation: &SourceInvocation) {
-        if let Ok(mut all) = self.invocations.lock() {
-            all.insert(invocation.invocation_seq, invocation.clone());
+        if let Ok(mut marks) = self.marks.lock() {
+            marks.insert(invocation.invocation_seq, InvocationMark::of(invocation));
         }
     }
 
-    /// Writes a `running` invocation durably; returns once it is committed.
-    pub async fn start(&self, invocation: &SourceInvocation) -> Result<(), AttemptError> {
-        self.remember(invocation);
+    /// Writes a `running` invocation durably; returns it once it is committed.
+    pub async fn start(
+        &self,
+        invocation: SourceInvocation,
+    ) -> Result<SourceInvocation, AttemptError> {
+        self.remember(&invocation);
+        let shared = Arc::new(invocation);
         self.writer
-            .write_now(vec![TraceWrite::StartInvocation(Box::new(
-                invocation.clone(),
-            ))])
+            .write_now(vec![TraceWrite::StartInvocation(Arc::clone(&shared))])
             .await?;
-        Ok(())
+        Ok(unshare(shared))
     }
 
-    /// Writes a generation's `running` invocation and LLM call durably, together.
+    /// Writes a generation's `running` invocation and LLM call durably, together; returns
+    /// them once they are committed.
     pub async fn start_generation(
         &self,
-        invocation: &SourceInvocation,
-        call: &LlmCall,
-    ) -> Result<(), AttemptError> {
-        self.remember(invocation);
+        invocation: SourceInvocation,
+        call: LlmCall,
+    ) -> Result<(SourceInvocation, LlmCall), AttemptError> {
+        self.remember(&invocation);
+        let (invocation, call) = (Arc::new(invocation), Arc::new(call));
         self.writer
             .write_now(vec![TraceWrite::StartGeneration(
-                Box::new(invocation.clone()),
-                Box::new(call.clone()),
+                Arc::clone(&invocation),
+                Arc::clone(&call),
             )])
             .await?;
-        Ok(())
+        Ok((unshare(invocation), unshare(call)))
     }
 
     /// Queues an invocation's final state.
     pub fn finish(&self, invocation: &SourceInvocation) {
         self.remember(invocation);
         self.writer
-            .write_later(vec![TraceWrite::FinishInvocation(Box::new(
-                invocation.clone(),
-            ))]);
+            .write_later(vec![TraceWrite::finish(invocation)]);
     }
 
-    /// Queues an LLM call's current state (all but its chunks).
+    /// Queues an LLM call's current state (all but its request and its chunks).
     pub fn update_call(&self, call: &LlmCall) {
-        self.writer
-            .write_later(vec![TraceWrite::UpdateLlmCall(Box::new(call.clone()))]);
+        self.writer.write_later(vec![TraceWrite::update_call(call)]);
     }
 
     /// An observer that records a generation's chunks as they stream in.
@@ -113,13 +115,19 @@ impl Tracer {
 
     /// The attempt's summary fields, from every invocation so far.
     pub fn summary(&self) -> AttemptSourceSummary {
-        let all: Vec<SourceInvocation> = self
-            .invocations
+        let marks: Vec<InvocationMark> = self
+            .marks
             .lock()
-            .map(|all| all.values().cloned().collect())
+            .map(|marks| marks.values().copied().collect())
             .unwrap_or_default();
-        AttemptSourceSummary::of(&all)
+        AttemptSourceSummary::of_marks(marks)
     }
+}
+
+/// The value back from the writer, which has let go of it once its batch committed (a copy
+/// only if it still holds it).
+fn unshare<T: Clone>(shared: Arc<T>) -> T {
+    Arc::try_unwrap(shared).unwrap_or_else(|still| (*still).clone())
 }
 
 /// Records each streamed piece on the LLM call and queues it for the store, so a running
