@@ -165,6 +165,10 @@ fn tool_spec(
     if !defs.is_empty() {
         schema.insert("$defs".into(), Value::Object(defs));
     }
+    let schema = match compact(Value::Object(schema)) {
+        Value::Object(schema) => schema,
+        _ => JsonObject::new(),
+    };
     let mut tool = Tool::new(decl.name, decl.description, Arc::new(schema));
     if route.verb == Verb::Get {
         tool = tool.annotate(ToolAnnotations::new().read_only(true));
@@ -194,6 +198,86 @@ fn tool_spec(
         body,
         tool,
     })
+}
+
+/// `schema` without what tells an MCP client nothing, since every token's `tools/list` carries
+/// it (the 48 KB budget): defaults equal to leaving the argument out (`null`, `[]`,
+/// `""`), schemars' Rust integer and float widths (`"format": "uint64"`, not JSON Schema
+/// formats), and `null` as an alternative for an optional property (leaving it out says the
+/// same). A client following the compact schema sends what the full one allows.
+fn compact(schema: Value) -> Value {
+    match schema {
+        Value::Object(mut map) => {
+            if matches!(map.get("default"), Some(Value::Null))
+                || matches!(map.get("default"), Some(Value::Array(a)) if a.is_empty())
+                || matches!(map.get("default"), Some(Value::String(s)) if s.is_empty())
+            {
+                map.remove("default");
+            }
+            if map
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|format| RUST_NUMBER_FORMATS.contains(&format))
+            {
+                map.remove("format");
+            }
+            let required: BTreeSet<String> = map
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|names| {
+                    names
+                        .iter()
+                        .filter_map(|n| n.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Some(Value::Object(properties)) = map.get_mut("properties") {
+                for (name, property) in properties.iter_mut() {
+                    if !required.contains(name) {
+                        *property = without_null(compact(std::mem::take(property)));
+                    }
+                }
+            }
+            Value::Object(map.into_iter().map(|(k, v)| (k, compact(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(compact).collect()),
+        other => other,
+    }
+}
+
+/// schemars' names for Rust's number types.
+const RUST_NUMBER_FORMATS: &[&str] = &[
+    "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float",
+    "double",
+];
+
+/// An optional property's schema without its `null` alternative: `{"type": [T, "null"]}`
+/// becomes `{"type": T}`, `{"anyOf": [S, {"type": "null"}]}` becomes `S`.
+fn without_null(property: Value) -> Value {
+    let Value::Object(mut map) = property else {
+        return property;
+    };
+    if let Some(Value::Array(types)) = map.get("type")
+        && types.len() == 2
+        && types.contains(&Value::from("null"))
+        && let Some(other) = types.iter().find(|t| *t != &Value::from("null")).cloned()
+    {
+        map.insert("type".into(), other);
+    }
+    if let Some(Value::Array(options)) = map.get("anyOf")
+        && options.len() == 2
+        && map.len() <= 2
+        && let Some(position) = options.iter().position(|o| o == &json!({"type": "null"}))
+    {
+        let kept = options[1 - position].clone();
+        let description = map.remove("description");
+        let mut kept = kept;
+        if let (Value::Object(kept), Some(description)) = (&mut kept, description) {
+            kept.entry("description").or_insert(description);
+        }
+        return kept;
+    }
+    Value::Object(map)
 }
 
 /// The definition a `{"$ref": "#/$defs/X"}` schema points to, or the schema itself.
@@ -241,6 +325,35 @@ fn referenced(schema: &Value, definitions: &Map<String, Value>) -> Map<String, V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compact_schemas_drop_only_what_leaving_an_argument_out_says() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "limit": {"type": ["integer", "null"], "format": "uint32", "minimum": 0, "default": null},
+                "tags": {"type": "array", "items": {"type": "string"}, "default": []},
+                "mode": {"type": "string", "default": "fast"},
+                "when": {"anyOf": [{"$ref": "#/$defs/When"}, {"type": "null"}], "description": "d"},
+                "must": {"type": ["string", "null"]}
+            },
+            "required": ["must"]
+        });
+        assert_eq!(
+            compact(schema),
+            json!({
+                "type": "object",
+                "properties": {
+                    "limit": {"type": "integer", "minimum": 0},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "mode": {"type": "string", "default": "fast"},
+                    "when": {"$ref": "#/$defs/When", "description": "d"},
+                    "must": {"type": ["string", "null"]}
+                },
+                "required": ["must"]
+            })
+        );
+    }
 
     #[test]
     fn tool_names_are_unique_and_valid() {

@@ -23,7 +23,7 @@ pub const WORLD: Routes = Routes::new("world", ErrorStyle::Noema, "noema.world.v
 /// `?format=json`: JSON is what every world route serves; asking for it is accepted.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct FormatQuery {
-    /// `json` (the only format served).
+    /// `json` only.
     #[serde(default, deserialize_with = "first")]
     pub format: Option<String>,
 }
@@ -47,7 +47,7 @@ pub fn check_format(format: Option<&str>) -> Result<(), ApiError> {
 /// `next_page_token`).
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct PageQuery {
-    /// `json` (the only format served).
+    /// `json` only.
     #[serde(default, deserialize_with = "first")]
     pub format: Option<String>,
     /// Items to return (default 100, at most 1000).
