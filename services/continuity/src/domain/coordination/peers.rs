@@ -7,6 +7,7 @@
 //! trusted peer needs a public key fingerprint. Coordination writes name peers that must be
 //! registered (404 `Peer not found: <p>`) and not untrusted (409 `Peer is untrusted: <p>`).
 
+use noema_core::content_id::ContentId;
 use time::OffsetDateTime;
 
 use super::super::error::ContinuityError;
@@ -107,8 +108,9 @@ impl Peer {
         Json::Object(o)
     }
 
+    /// The digest part of the stored fingerprint.
     fn fingerprint(&self) -> Option<String> {
-        normalize_fingerprint(text(&self.record, "public_key_fingerprint").as_deref())
+        fingerprint_digest(text(&self.record, "public_key_fingerprint").as_deref())
     }
 }
 
@@ -127,23 +129,18 @@ pub fn require_usable(peer_id: &str, peer: Option<&Peer>) -> Result<(), Continui
 
 /// `sha256:<hex>` of a public key's text.
 pub fn public_key_fingerprint(public_key: &str) -> String {
-    format!(
-        "sha256:{}",
-        noema_core::content_id::sha256_hex(public_key.as_bytes())
-    )
+    ContentId::of_bytes(public_key.as_bytes()).into_string()
 }
 
-/// A fingerprint in its `sha256:` form (`None` when empty).
-fn normalize_fingerprint(value: Option<&str>) -> Option<String> {
+/// What a fingerprint says without its optional `sha256:` prefix (`None` when empty): the
+/// original prefixes a bare one before comparing, so two fingerprints agree exactly when
+/// these agree.
+fn fingerprint_digest(value: Option<&str>) -> Option<String> {
     let value = value?.trim();
     if value.is_empty() {
         return None;
     }
-    if value.starts_with("sha256:") {
-        Some(value.to_owned())
-    } else {
-        Some(format!("sha256:{value}"))
-    }
+    Some(value.strip_prefix("sha256:").unwrap_or(value).to_owned())
 }
 
 /// The original's default transition policy.
@@ -210,18 +207,17 @@ pub fn register(
         .as_deref()
         .filter(|k| !k.is_empty())
         .map(public_key_fingerprint);
-    let expected =
-        normalize_fingerprint(text(request, "expected_public_key_fingerprint").as_deref());
+    let expected = fingerprint_digest(text(request, "expected_public_key_fingerprint").as_deref());
     let previous_fp = previous
         .and_then(|p| text(&p.record, "public_key_fingerprint"))
         .filter(|fp| !fp.is_empty());
     if let (Some(expected), Some(provided)) = (&expected, &provided)
-        && expected != provided
+        && Some(expected) != fingerprint_digest(Some(provided)).as_ref()
     {
         return Err(ContinuityError::invalid("public_key fingerprint mismatch"));
     }
     if let (Some(expected), None, Some(previous_fp)) = (&expected, &provided, &previous_fp)
-        && expected != previous_fp
+        && Some(expected) != fingerprint_digest(Some(previous_fp)).as_ref()
     {
         return Err(ContinuityError::invalid(
             "existing peer fingerprint does not match expected fingerprint",
@@ -291,8 +287,7 @@ pub fn transition(
     let target = text(request, "trust_level").unwrap_or_default();
     let reason = text(request, "reason").unwrap_or_default();
     check_transition(&current, &target, Some(&reason))?;
-    let expected =
-        normalize_fingerprint(text(request, "expected_public_key_fingerprint").as_deref());
+    let expected = fingerprint_digest(text(request, "expected_public_key_fingerprint").as_deref());
     if let Some(expected) = expected
         && Some(expected) != peer.fingerprint()
     {
@@ -355,6 +350,22 @@ mod tests {
     use crate::domain::json::to_py_json;
 
     const NOW: OffsetDateTime = time::macros::datetime!(2026-11-26 01:00:00 UTC);
+
+    #[test]
+    fn a_fingerprint_matches_with_or_without_its_prefix() {
+        let full = public_key_fingerprint("key");
+        assert!(full.starts_with("sha256:") && full.len() == 71, "{full}");
+        let bare = full.trim_start_matches("sha256:");
+        assert_eq!(
+            fingerprint_digest(Some(&full)),
+            fingerprint_digest(Some(bare))
+        );
+        assert_eq!(fingerprint_digest(Some(" ")), None);
+        assert_ne!(
+            fingerprint_digest(Some(&bare.to_uppercase())),
+            fingerprint_digest(Some(bare))
+        );
+    }
 
     fn body(text: &str) -> JsonObject {
         check_register(&Json::parse(text.as_bytes()).unwrap()).unwrap()
