@@ -1439,3 +1439,42 @@ async fn bench_orchestrator_reports_lifecycles_that_happened() {
     sigterm(&running.child);
     assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
 }
+
+/// `noema bench world` runs its turns with the toys in a child process of their own and
+/// reports the kernel's and the toys' CPU apart; a failed turn would fail the command. The
+/// concurrent phase's turns cannot be shorter than the scripted LLM's latency.
+#[test]
+fn bench_world_runs_turns_against_toys_in_their_own_process() {
+    let out = run(noema().args([
+        "bench",
+        "world",
+        "--subjects",
+        "3",
+        "--turns",
+        "2",
+        "--llm-latency-ms",
+        "30",
+        "--max-concurrent-subjects",
+        "3",
+    ]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["subjects"], 3, "{report}");
+    for phase in ["ordered", "concurrent"] {
+        for key in [
+            "turn_ms_median",
+            "kernel_cpu_ms_per_subject_median",
+            "toys_cpu_ms_per_subject_median",
+        ] {
+            assert!(
+                report[phase][key].as_f64().is_some(),
+                "{phase}.{key}: {report}"
+            );
+        }
+    }
+    assert_eq!(report["concurrent"]["execution"], "per_subject_concurrent");
+    assert!(
+        report["concurrent"]["turn_ms_median"].as_f64().unwrap() >= 30.0,
+        "{report}"
+    );
+}
