@@ -38,7 +38,13 @@ fn caller<T>(request: &Request<T>) -> Result<Caller, Status> {
         })?),
         None => None,
     };
-    Caller::resolve(principal, named).map_err(|e| Status::from(Error::from(e)))
+    let mut caller = Caller::resolve(principal, named).map_err(|e| Status::from(Error::from(e)))?;
+    caller.authorization = request
+        .metadata()
+        .get("authorization")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    Ok(caller)
 }
 
 fn written(w: Written) -> pb::WriteResponse {

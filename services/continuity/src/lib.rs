@@ -13,6 +13,7 @@ pub mod store;
 use std::sync::Arc;
 
 use noema_proto::continuity::v1::continuity_service_server::ContinuityServiceServer;
+use noema_runtime::client::TracedChannel;
 use noema_store::{Database, ObjectStore};
 
 pub use error::Error;
@@ -22,16 +23,18 @@ pub use store::{ContinuityStore, MIGRATIONS};
 /// The gRPC service name, as registered for health and reflection.
 pub const SERVICE_NAME: &str = "noema.continuity.v1.ContinuityService";
 
-/// Builds the continuity gRPC service over an already-migrated database and its object
-/// store (the cold tier's payloads).
+/// Builds the continuity gRPC service over an already-migrated database, its object store
+/// (the cold tier's payloads) and a channel to identity (agent keys of signed coordination
+/// writes).
 pub async fn service(
     db: Database,
     objects: Arc<dyn ObjectStore>,
     options: Options,
+    identity: TracedChannel,
 ) -> Result<ContinuityServiceServer<api::ContinuityApi>, Error> {
     let store = ContinuityStore::new(db);
     store.ensure_initialized().await?;
-    let continuity = ops::Continuity::new(store, objects, options);
+    let continuity = ops::Continuity::new(store, objects, options).with_identity(identity);
     Ok(ContinuityServiceServer::new(api::ContinuityApi::new(
         Arc::new(continuity),
     )))

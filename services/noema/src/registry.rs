@@ -129,7 +129,7 @@ fn continuity() -> ServiceSpec {
             "continuity/packs",
             "continuity/objects",
         )),
-        peers: &[],
+        peers: &["identity"],
         options: Some(OptionsSpec::of::<noema_continuity::Options>()),
         token_authority: None,
         build: build_continuity,
@@ -139,8 +139,13 @@ fn continuity() -> ServiceSpec {
 fn build_continuity(ctx: ServiceContext) -> BoxFuture<'static, Result<Hosted, BuildError>> {
     Box::pin(async move {
         let options = ctx.options::<noema_continuity::Options>()?;
-        let service = noema_continuity::service(ctx.db.clone(), ctx.object_store()?, options)
-            .await
+        let service = noema_continuity::service(
+            ctx.db.clone(),
+            ctx.object_store()?,
+            options,
+            ctx.peer("identity")?,
+        )
+        .await
             .map_err(|e| BuildError::failed(&e))?;
         Ok(Hosted::new().with(service))
     })

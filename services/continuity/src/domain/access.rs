@@ -47,6 +47,9 @@ pub struct Caller {
     pub tenant: String,
     /// The tenant was named explicitly by a superuser (recorded in audit entries).
     pub named_tenant: bool,
+    /// The caller's `authorization` header, forwarded when continuity asks identity on its
+    /// behalf (a signed coordination write); `None` outside a request.
+    pub authorization: Option<String>,
 }
 
 impl Caller {
@@ -62,11 +65,13 @@ impl Caller {
                 principal,
                 tenant: own,
                 named_tenant: false,
+                authorization: None,
             }),
             Some(tenant) if tenant == own => Ok(Caller {
                 principal,
                 tenant: own,
                 named_tenant: false,
+                authorization: None,
             }),
             Some(tenant) if tenant.chars().count() > MAX_TENANT_LEN => Err(
                 ContinuityError::invalid(format!("Tenant name longer than {MAX_TENANT_LEN}")),
@@ -75,6 +80,7 @@ impl Caller {
                 tenant: tenant.to_owned(),
                 principal,
                 named_tenant: true,
+                authorization: None,
             }),
             Some(tenant) => Err(ContinuityError::Forbidden {
                 detail: format!("Tenant not allowed: {tenant}"),

@@ -13,6 +13,7 @@ use crate::domain::coordination::reconciliation::{
     self, Claim, Reconciliation, ReconciliationQuery, Resolved, Source,
 };
 use crate::domain::coordination::shared::{self, Shared, SharedQuery};
+use crate::domain::coordination::signing::{self, BindingChange};
 use crate::domain::coordination::{
     check_commit_message, check_id, is_admin, read_body, text, written_body,
 };
@@ -149,9 +150,14 @@ impl Continuity {
         peer_id: &str,
         body: &[u8],
     ) -> Result<Vec<u8>, Error> {
-        let request = peers::check_transition_request(&parse_body(body)?)?;
+        let parsed = parse_body(body)?;
+        let request = peers::check_transition_request(&parsed)?;
+        let binding = signing::binding_change(&parsed)?;
         caller.require(ADMIN)?;
         caller.require_write_path(REGISTRY_PATH)?;
+        if let BindingChange::Bind { agent_id, .. } = &binding {
+            self.check_agent(caller, agent_id).await?;
+        }
         for _ in 0..WRITE_ATTEMPTS {
             let row = self
                 .store()
@@ -160,7 +166,8 @@ impl Continuity {
                 .ok_or_else(|| ContinuityError::not_found(format!("Peer not found: {peer_id}")))?;
             let before = peer_of(&row)?;
             let at = now();
-            let after = peers::transition(&before, &request, caller.peer_id(), at)?;
+            let mut after = peers::transition(&before, &request, caller.peer_id(), at)?;
+            signing::apply_binding(&mut after.record, &binding, caller.peer_id(), at)?;
             let (document, revision_id) = self.peer_document(&after, Some(&row));
             let landed = self
                 .store()
@@ -182,6 +189,7 @@ impl Continuity {
                             "from": before.trust_level(),
                             "to": after.trust_level(),
                             "reason": text(&request, "reason"),
+                            "agent_binding": after.record.get(signing::BINDING).map(Json::to_value),
                         }),
                     ),
                 })
@@ -203,7 +211,8 @@ impl Continuity {
     /// `POST /v1/coordination/handoff/create`: the caller hands a registered, trusted
     /// recipient the shareable part of an active capsule it may read.
     pub async fn create_handoff(&self, caller: &Caller, body: &[u8]) -> Result<Vec<u8>, Error> {
-        let request = handoff::check_create(&parse_body(body)?)?;
+        let (parsed, presented) = signing::take(parse_body(body)?)?;
+        let request = handoff::check_create(&parsed)?;
         caller.require(WRITE)?;
         caller.require_write_path(&handoff::path("x"))?;
         let recipient = text(&request, "recipient_peer").unwrap_or_default();
@@ -232,9 +241,10 @@ impl Continuity {
             &subject_id,
             "Continuity capsule subject does not match requested subject",
         )?;
+        let signature = self.signature_of(caller, &parsed, presented).await?;
         let at = now();
         let handoff_id = new_id(handoff::PREFIX);
-        let created = handoff::create(
+        let mut created = handoff::create(
             &request,
             &handoff_id,
             caller.peer_id(),
@@ -242,6 +252,8 @@ impl Continuity {
             &source_path,
             at,
         )?;
+        let signed_by = signed_by(signature.as_ref());
+        signing::stamp(&mut created.document, signature);
         let path = created.path();
         let document = to_py_json(&Json::Object(created.document.clone()));
         let revision_id = revision(None, &path, &document);
@@ -272,6 +284,7 @@ impl Continuity {
                         "sender_peer": created.sender(),
                         "recipient_peer": created.recipient(),
                         "source_selector": {"subject_kind": kind.as_str(), "subject_id": subject_id},
+                        "signed_by": signed_by,
                     }),
                 ),
             })
@@ -498,7 +511,8 @@ fn reconciliation_write(
 impl Continuity {
     /// `POST /v1/coordination/shared/create`.
     pub async fn create_shared(&self, caller: &Caller, body: &[u8]) -> Result<Vec<u8>, Error> {
-        let request = shared::check_create(&parse_body(body)?)?;
+        let (parsed, presented) = signing::take(parse_body(body)?)?;
+        let request = shared::check_create(&parsed)?;
         caller.require(WRITE)?;
         caller.require_write_path(&shared::path("x"))?;
         let named = shared::participants(&request);
@@ -507,8 +521,11 @@ impl Continuity {
             self.require_usable_peer(&caller.tenant, peer).await?;
         }
         shared::check_create_state(&request)?;
+        let signature = self.signature_of(caller, &parsed, presented).await?;
+        let signed_by = signed_by(signature.as_ref());
         let at = now();
-        let created = shared::create(&request, &new_id(shared::PREFIX), caller.peer_id(), at);
+        let mut created = shared::create(&request, &new_id(shared::PREFIX), caller.peer_id(), at);
+        signing::stamp(&mut created.document, signature);
         let path = created.path();
         let document = to_py_json(&Json::Object(created.document.clone()));
         let revision_id = revision(None, &path, &document);
@@ -526,6 +543,7 @@ impl Continuity {
                     "shared_id": created.id(),
                     "owner_peer": created.owner(),
                     "participant_peers": named,
+                    "signed_by": signed_by,
                 }),
             ),
         );
@@ -629,13 +647,17 @@ impl Continuity {
         shared_id: &str,
         body: &[u8],
     ) -> Result<Vec<u8>, Error> {
-        let request = shared::check_update(&parse_body(body)?)?;
+        let (parsed, presented) = signing::take(parse_body(body)?)?;
+        let request = shared::check_update(&parsed)?;
         caller.require(WRITE)?;
         caller.require_write_path(&shared::path("x"))?;
+        let signature = self.signature_of(caller, &parsed, presented).await?;
         for _ in 0..WRITE_ATTEMPTS {
             let (row, before) = self.shared_row(caller, shared_id).await?;
             let at = now();
-            let after = shared::update(&before, &request, caller.peer_id(), at)?;
+            let mut after = shared::update(&before, &request, caller.peer_id(), at)?;
+            // This version's signature, or none: the one before signed another version.
+            signing::stamp(&mut after.document, signature.clone());
             let path = after.path();
             let document = to_py_json(&Json::Object(after.document.clone()));
             let revision_id = revision(Some(&row.revision_id), &path, &document);
@@ -653,6 +675,7 @@ impl Continuity {
                         "shared_id": shared_id,
                         "owner_peer": after.owner(),
                         "version": after.version(),
+                        "signed_by": signed_by(signature.as_ref()),
                     }),
                 ),
             );
@@ -887,4 +910,12 @@ impl Continuity {
                 .into(),
         )
     }
+}
+
+/// The agent a stored `sender_signature` names (for the audit entry; null when unsigned).
+fn signed_by(signature: Option<&Json>) -> serde_json::Value {
+    signature
+        .and_then(|s| s.get(signing::AGENT_ID))
+        .and_then(Json::as_str)
+        .map_or(serde_json::Value::Null, serde_json::Value::from)
 }

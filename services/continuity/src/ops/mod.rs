@@ -15,12 +15,15 @@ mod messages;
 mod plans;
 mod reads;
 mod schedule;
+mod signing;
 mod tasks;
 mod tiers;
 
 use std::sync::Arc;
 
 use noema_core::audit::AuditDraft;
+use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
+use noema_runtime::client::TracedChannel;
 use noema_store::ObjectStore;
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -87,6 +90,9 @@ pub struct Continuity {
     inputs: Arc<dyn ContextInputs>,
     /// Recent signed-envelope verification failures per caller (the throttle).
     failures: messages::VerifyFailures,
+    /// Identity, which confirms the agent keys of signed coordination writes (none: such
+    /// writes are refused, unsigned ones work as the original's).
+    identity: Option<IdentityServiceClient<TracedChannel>>,
 }
 
 impl Continuity {
@@ -99,7 +105,14 @@ impl Continuity {
             capsules: quick_cache::sync::Cache::new(CACHED_CAPSULES),
             inputs,
             failures: messages::VerifyFailures::default(),
+            identity: None,
         }
+    }
+
+    /// Asks `identity` to confirm the agent keys of signed coordination writes.
+    pub fn with_identity(mut self, identity: TracedChannel) -> Self {
+        self.identity = Some(IdentityServiceClient::new(identity));
+        self
     }
 
     pub fn store(&self) -> &ContinuityStore {

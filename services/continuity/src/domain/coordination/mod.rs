@@ -11,6 +11,7 @@ pub mod handoff;
 pub mod peers;
 pub mod reconciliation;
 pub mod shared;
+pub mod signing;
 
 use super::access::{ADMIN, Caller};
 use super::error::{ConflictKind, ContinuityError, Loc, LocPart};

@@ -273,6 +273,10 @@ pub fn register(
     record.insert("created_at", Json::from(created_at));
     record.insert("updated_at", Json::from(stamp));
     record.insert("trust_history", Json::Array(history));
+    // Noema's agent binding is not the original's: a re-registration keeps it.
+    if let Some(binding) = previous.and_then(|p| p.record.get(super::signing::BINDING)) {
+        record.insert(super::signing::BINDING, binding.clone());
+    }
     Ok(Peer { peer_id, record })
 }
 
