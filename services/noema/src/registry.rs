@@ -146,7 +146,7 @@ fn build_continuity(ctx: ServiceContext) -> BoxFuture<'static, Result<Hosted, Bu
             ctx.peer("identity")?,
         )
         .await
-            .map_err(|e| BuildError::failed(&e))?;
+        .map_err(|e| BuildError::failed(&e))?;
         Ok(Hosted::new().with(service))
     })
 }

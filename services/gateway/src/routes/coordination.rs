@@ -24,6 +24,8 @@ pub struct HandoffCreate {
     pub task_id: Option<String>,
     pub thread_id: Option<String>,
     pub note: Option<String>,
+    /// Noema: {public_key, signature}, Ed25519 over the JCS body without it
+    pub sender_signature: Option<Value>,
 }
 
 /// `POST /v1/coordination/handoff/{handoff_id}/consume` body.
@@ -236,7 +238,13 @@ pub fn routes() -> Vec<Route> {
         )
         .feature(features::COORDINATION_HANDOFFS)
         .status(404, "Peer or capsule not found")
-        .status(409, "Peer is untrusted"),
+        .status(409, "Peer is untrusted")
+        .status(400, "sender_signature does not verify")
+        .status(
+            403,
+            "Signing key not confirmed by identity, or the peer requires signed writes",
+        )
+        .status(503, "Identity unreachable for a signed write"),
         r.route(
             Verb::Get,
             "/v1/coordination/handoff/{handoff_id}",
@@ -290,7 +298,13 @@ pub fn routes() -> Vec<Route> {
         )
         .feature(features::COORDINATION_SHARED_STATE)
         .status(404, "Peer not found")
-        .status(409, "Peer is untrusted"),
+        .status(409, "Peer is untrusted")
+        .status(400, "sender_signature does not verify")
+        .status(
+            403,
+            "Signing key not confirmed by identity, or the peer requires signed writes",
+        )
+        .status(503, "Identity unreachable for a signed write"),
         r.route(
             Verb::Get,
             "/v1/coordination/shared/query",
@@ -339,7 +353,13 @@ pub fn routes() -> Vec<Route> {
         )
         .feature(features::COORDINATION_SHARED_STATE)
         .status(404, "Shared coordination artifact not found")
-        .status(409, "Shared coordination version conflict"),
+        .status(409, "Shared coordination version conflict")
+        .status(400, "sender_signature does not verify")
+        .status(
+            403,
+            "Signing key not confirmed by identity, or the peer requires signed writes",
+        )
+        .status(503, "Identity unreachable for a signed write"),
         r.route(
             Verb::Post,
             "/v1/coordination/reconciliation/open",

@@ -75,6 +75,7 @@ pub fn routes() -> Vec<Route> {
         .calls("TransitionPeerTrust")
         .tool("peers.trust_transition", "Move a peer's trust level")
         .feature(features::PEERS_REGISTRY)
+        .status(400, "Noema: agent_id not registered in identity")
         .status(404, "Peer not found")
         .status(409, "Trust transition not allowed or fingerprint mismatch"),
     ]

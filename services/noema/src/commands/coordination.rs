@@ -3,7 +3,7 @@
 //! a JSON file (the original's body) or from flags; answers are printed exactly as the
 //! service sends them (the original's JSON, its key order kept).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use noema_client::pb::continuity::{ItemRequest, JsonRequest};
@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::CommandError;
 use super::continuity::{ContinuityFlags, print, read_bytes};
+use super::ledger::read_key;
 
 #[derive(Debug, Subcommand)]
 pub enum PeersCommand {
@@ -42,6 +43,16 @@ pub enum PeersCommand {
         trust_level: String,
         #[arg(long)]
         reason: String,
+        /// Bind the peer to this agent registered in identity (its writes may then be
+        /// signed with the agent's key).
+        #[arg(long, conflicts_with = "unbind")]
+        agent_id: Option<String>,
+        /// Remove the peer's agent binding.
+        #[arg(long)]
+        unbind: bool,
+        /// Whether the bound peer's coordination writes must be signed.
+        #[arg(long, value_name = "BOOL")]
+        require_signed_writes: Option<bool>,
         #[command(flatten)]
         flags: ContinuityFlags,
     },
@@ -60,6 +71,10 @@ pub enum HandoffCommand {
         thread_id: Option<String>,
         #[arg(long)]
         note: Option<String>,
+        /// Sign the request with this agent seed file (`noema keygen --out`): the sender's
+        /// peer must be bound to that agent.
+        #[arg(long, value_name = "FILE")]
+        sign_key: Option<PathBuf>,
         #[command(flatten)]
         flags: ContinuityFlags,
     },
@@ -102,6 +117,9 @@ pub enum SharedCommand {
     Create {
         /// A JSON file, or `-` for stdin.
         file: PathBuf,
+        /// Sign the body with this agent seed file (`noema keygen --out`).
+        #[arg(long, value_name = "FILE")]
+        sign_key: Option<PathBuf>,
         #[command(flatten)]
         flags: ContinuityFlags,
     },
@@ -138,6 +156,9 @@ pub enum SharedCommand {
     Update {
         shared_id: String,
         file: PathBuf,
+        /// Sign the body with this agent seed file (`noema keygen --out`).
+        #[arg(long, value_name = "FILE")]
+        sign_key: Option<PathBuf>,
         #[command(flatten)]
         flags: ContinuityFlags,
     },
@@ -218,6 +239,31 @@ fn params(fields: &[(&str, Option<String>)]) -> Result<JsonRequest, CommandError
     })
 }
 
+/// `body` with Noema's `sender_signature`: the key's Ed25519 signature over the JCS bytes
+/// of the body without it (unchanged without a key).
+fn signed(body: Vec<u8>, key_file: Option<&Path>) -> Result<Vec<u8>, CommandError> {
+    let Some(key_file) = key_file else {
+        return Ok(body);
+    };
+    let key = read_key(key_file)?;
+    let mut value: Value = serde_json::from_slice(&body)
+        .map_err(|e| CommandError::Usage(format!("the body is not JSON: {e}")))?;
+    let Some(object) = value.as_object_mut() else {
+        return Err(CommandError::Usage("the body is not a JSON object".into()));
+    };
+    object.remove("sender_signature");
+    let message = noema_core::jcs::canonicalize(&Value::Object(object.clone()))
+        .map_err(|e| CommandError::Usage(format!("the body cannot be canonicalized: {e}")))?;
+    object.insert(
+        "sender_signature".into(),
+        json!({
+            "public_key": key.public_key().to_prefixed(),
+            "signature": key.sign(&message).to_base64(),
+        }),
+    );
+    encode(&value)
+}
+
 fn text(value: &Option<String>) -> Option<Value> {
     value.clone().map(Value::String)
 }
@@ -269,9 +315,21 @@ pub async fn peers(command: &PeersCommand) -> Result<(), CommandError> {
             peer_id,
             trust_level,
             reason,
+            agent_id,
+            unbind,
+            require_signed_writes,
             flags,
         } => {
-            let body = encode(&json!({"trust_level": trust_level, "reason": reason}))?;
+            let mut body = json!({"trust_level": trust_level, "reason": reason});
+            if let Some(agent_id) = agent_id {
+                body["agent_id"] = json!(agent_id);
+            } else if *unbind {
+                body["agent_id"] = Value::Null;
+            }
+            if let Some(require) = require_signed_writes {
+                body["require_signed_writes"] = json!(require);
+            }
+            let body = encode(&body)?;
             flags
                 .connect()
                 .await?
@@ -293,6 +351,7 @@ pub async fn handoff(command: &HandoffCommand) -> Result<(), CommandError> {
             task_id,
             thread_id,
             note,
+            sign_key,
             flags,
         } => {
             let body = object(&[
@@ -303,6 +362,7 @@ pub async fn handoff(command: &HandoffCommand) -> Result<(), CommandError> {
                 ("thread_id", text(thread_id)),
                 ("note", text(note)),
             ])?;
+            let body = signed(body, sign_key.as_deref())?;
             flags
                 .connect()
                 .await?
@@ -361,8 +421,12 @@ pub async fn handoff(command: &HandoffCommand) -> Result<(), CommandError> {
 
 pub async fn shared(command: &SharedCommand) -> Result<(), CommandError> {
     let answer = match command {
-        SharedCommand::Create { file, flags } => {
-            let body = read_bytes(file)?;
+        SharedCommand::Create {
+            file,
+            sign_key,
+            flags,
+        } => {
+            let body = signed(read_bytes(file)?, sign_key.as_deref())?;
             flags
                 .connect()
                 .await?
@@ -413,9 +477,10 @@ pub async fn shared(command: &SharedCommand) -> Result<(), CommandError> {
         SharedCommand::Update {
             shared_id,
             file,
+            sign_key,
             flags,
         } => {
-            let body = read_bytes(file)?;
+            let body = signed(read_bytes(file)?, sign_key.as_deref())?;
             flags
                 .connect()
                 .await?
