@@ -6,8 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use noema_e2e::{TestCluster, client_as, cluster_cases};
-use noema_proto::identity::v1::IssueTokenRequest;
+use noema_core::keys::{self, PublicKey, Signature, SigningKeyPair};
+use noema_e2e::{Backend, Shape, TestCluster, client_as, cluster_cases};
+use noema_proto::identity::v1::{IssueTokenRequest, RegisterAgentRequest};
 use serde_json::{Value, json};
 
 /// CogniRelay 1.4.15's answers, recorded by scripts/record-coordination-facts.
@@ -17,6 +18,7 @@ cluster_cases!(
     peers_and_handoffs,
     shared_and_reconciliations,
     answers_as_the_original,
+    signed_writes,
 );
 
 struct Rest {
@@ -1568,5 +1570,394 @@ async fn answers_as_the_original(cluster: &TestCluster) {
             "{}",
             case["name"]
         );
+    }
+}
+
+/// `body` with Noema's `sender_signature` by `pair` over the JCS bytes of `body`.
+fn sign(pair: &SigningKeyPair, body: &Value) -> Value {
+    let message = noema_core::jcs::canonicalize(body).unwrap();
+    let mut signed = body.clone();
+    signed["sender_signature"] = json!({
+        "public_key": pair.public_key().to_prefixed(),
+        "signature": pair.sign(&message).to_base64(),
+    });
+    signed
+}
+
+/// What a recipient does with a stored `sender_signature`: re-verifies it offline over the
+/// JCS bytes of its `signed_body`, and returns the agent and key it names.
+fn reverify(stored: &Value) -> (String, PublicKey) {
+    let key = PublicKey::parse(stored["public_key"].as_str().unwrap()).unwrap();
+    let signature = Signature::from_base64(stored["signature"].as_str().unwrap()).unwrap();
+    let message = noema_core::jcs::canonicalize(&stored["signed_body"]).unwrap();
+    assert!(keys::verify(&key, &message, &signature), "{stored}");
+    assert_eq!(stored["algorithm"], "ed25519");
+    assert_eq!(stored["canonicalization"], "jcs-rfc8785");
+    assert_eq!(stored["fingerprint"], key.fingerprint());
+    (stored["agent_id"].as_str().unwrap().to_owned(), key)
+}
+
+async fn register_agent(cluster: &TestCluster, agent_id: &str, pair: &SigningKeyPair) {
+    cluster
+        .identity()
+        .await
+        .unwrap()
+        .register_agent(RegisterAgentRequest {
+            agent_id: agent_id.into(),
+            public_key: pair.public_key().to_prefixed(),
+            first_object_id: String::new(),
+        })
+        .await
+        .unwrap();
+}
+
+/// Peers bound to identity agents and their Ed25519-signed handoffs and shared updates
+/// (Noema's, beyond the original): stored, returned, re-verifiable by a recipient; every
+/// doubtful signature refused with nothing written; no new field, no new shape.
+async fn signed_writes(cluster: &TestCluster) {
+    let rw = ["continuity:read", "continuity:write", "identity:read"];
+    let lead = Rest::new(
+        cluster,
+        &token(
+            cluster,
+            "crew",
+            "lead",
+            &[
+                "continuity:read",
+                "continuity:write",
+                "continuity:admin",
+                "identity:read",
+            ],
+        )
+        .await,
+    );
+    let alice = Rest::new(cluster, &token(cluster, "crew", "alice", &rw).await);
+    let bob = Rest::new(cluster, &token(cluster, "crew", "bob", &rw).await);
+    // Alice's peer without identity:read: identity will not answer for her token.
+    let alice_blind = Rest::new(
+        cluster,
+        &token(
+            cluster,
+            "crew",
+            "alice",
+            &["continuity:read", "continuity:write"],
+        )
+        .await,
+    );
+    let alice_key = SigningKeyPair::from_seed(&[21; 32]);
+    let bob_key = SigningKeyPair::from_seed(&[22; 32]);
+    let stray_key = SigningKeyPair::from_seed(&[23; 32]);
+    register_agent(cluster, "agent:alice", &alice_key).await;
+    register_agent(cluster, "agent:bob", &bob_key).await;
+    for peer in ["alice", "bob"] {
+        lead.ok(
+            "/v1/peers/register",
+            json!({"peer_id": peer, "base_url": format!("http://{peer}")}),
+        )
+        .await;
+    }
+    let shared_body = |title: &str| json!({"participant_peers": ["bob"], "title": title, "constraints": ["keep the API"]});
+    let count = |answer: Value| answer["total_matches"].as_u64().unwrap();
+    let owned = "/v1/coordination/shared/query?owner_peer=alice";
+
+    // Without the new fields everything is the original's: no binding, no signature key.
+    let (status, text) = alice
+        .post("/v1/coordination/shared/create", shared_body("plain"))
+        .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(!text.contains("sender_signature"), "{text}");
+    let (status, text) = lead.get("/v1/peers").await;
+    assert_eq!(status, 200);
+    assert!(!text.contains("agent_binding"), "{text}");
+
+    // A signature needs its sender's peer bound to an agent.
+    assert_eq!(
+        alice
+            .refused(
+                "/v1/coordination/shared/create",
+                sign(&alice_key, &shared_body("early")),
+            )
+            .await,
+        (
+            403,
+            json!(
+                "Peer is not bound to an agent: alice; a signed coordination write needs its \
+                 sender's peer bound to an agent (POST /v1/peers/{peer_id}/trust with agent_id)"
+            )
+        )
+    );
+    // Binding checks the agent in identity.
+    assert_eq!(
+        lead.refused(
+            "/v1/peers/alice/trust",
+            json!({"trust_level": "restricted", "reason": "bind", "agent_id": "agent:nobody"}),
+        )
+        .await,
+        (
+            400,
+            json!("agent_id agent:nobody is not an agent registered in identity")
+        )
+    );
+    let bound = lead
+        .ok(
+            "/v1/peers/alice/trust",
+            json!({"trust_level": "restricted", "reason": "bind", "agent_id": "agent:alice"}),
+        )
+        .await;
+    assert_eq!(bound["peer"]["agent_binding"]["agent_id"], "agent:alice");
+    assert_eq!(
+        bound["peer"]["agent_binding"]["require_signed_writes"],
+        false
+    );
+    assert_eq!(bound["peer"]["trust_level"], "restricted");
+    lead.ok(
+        "/v1/peers/bob/trust",
+        json!({"trust_level": "restricted", "reason": "bind", "agent_id": "agent:bob"}),
+    )
+    .await;
+
+    // A valid signature: stored with the artifact, returned to a participant, re-verifiable.
+    let body = shared_body("signed plan");
+    let created = alice
+        .ok("/v1/coordination/shared/create", sign(&alice_key, &body))
+        .await;
+    let stored = &created["shared"]["sender_signature"];
+    assert_eq!(stored["signed_body"], body);
+    let (agent, key) = reverify(stored);
+    assert_eq!(agent, "agent:alice");
+    assert_eq!(key, alice_key.public_key());
+    let id = created["shared"]["shared_id"].as_str().unwrap().to_owned();
+    let read = bob.ok_get(&format!("/v1/coordination/shared/{id}")).await;
+    assert_eq!(&read["shared"]["sender_signature"], stored);
+    assert_eq!(count(alice.ok_get(owned).await), 2);
+
+    // Every doubtful signature is refused and writes nothing.
+    let mut tampered = sign(&alice_key, &body);
+    tampered["title"] = json!("another plan");
+    let mut malformed = sign(&alice_key, &body);
+    malformed["sender_signature"]["signature"] = json!("not base64!");
+    let not_verifying = json!(
+        "sender_signature does not verify: it must be an Ed25519 signature by public_key over \
+         the JCS (RFC 8785) bytes of the request body without sender_signature"
+    );
+    let not_registered = json!(
+        "sender_signature refused: public_key is not the registered key of agent agent:alice"
+    );
+    let refusals = [
+        (&alice, tampered, 400, Some(not_verifying)),
+        (&alice, malformed, 400, None),
+        (
+            &alice,
+            sign(&stray_key, &body),
+            403,
+            Some(not_registered.clone()),
+        ),
+        (&alice, sign(&bob_key, &body), 403, Some(not_registered)),
+        (&alice_blind, sign(&alice_key, &body), 403, None),
+    ];
+    for (who, request, status, expected) in refusals {
+        let (got, detail) = who
+            .refused("/v1/coordination/shared/create", request.clone())
+            .await;
+        assert_eq!(got, status, "{request}: {detail}");
+        if let Some(expected) = expected {
+            assert_eq!(detail, expected, "{request}");
+        }
+    }
+    let (_, blind) = alice_blind
+        .refused("/v1/coordination/shared/create", sign(&alice_key, &body))
+        .await;
+    assert!(
+        blind
+            .as_str()
+            .unwrap()
+            .starts_with("identity refused to verify sender_signature for this token"),
+        "{blind}"
+    );
+    assert_eq!(count(alice.ok_get(owned).await), 2);
+
+    // A binding may require signed writes: an unsigned one is then refused.
+    let strict = lead
+        .ok(
+            "/v1/peers/alice/trust",
+            json!({"trust_level": "restricted", "reason": "strict", "require_signed_writes": true}),
+        )
+        .await;
+    assert_eq!(
+        strict["peer"]["agent_binding"]["require_signed_writes"],
+        true
+    );
+    let update =
+        json!({"expected_version": 1, "title": "signed plan v2", "constraints": ["keep it"]});
+    assert_eq!(
+        alice
+            .refused(
+                &format!("/v1/coordination/shared/{id}/update"),
+                update.clone()
+            )
+            .await,
+        (
+            403,
+            json!("Peer requires signed coordination writes: alice; send sender_signature")
+        )
+    );
+    assert_eq!(
+        alice
+            .refused("/v1/coordination/shared/create", shared_body("unsigned"))
+            .await
+            .0,
+        403
+    );
+    // A signed update (forbid-extra model: the signature member is not a field) stores its
+    // own signature; the superseded version keeps the create's.
+    let updated = alice
+        .ok(
+            &format!("/v1/coordination/shared/{id}/update"),
+            sign(&alice_key, &update),
+        )
+        .await;
+    assert_eq!(updated["shared"]["version"], 2);
+    assert_eq!(updated["shared"]["sender_signature"]["signed_body"], update);
+    reverify(&updated["shared"]["sender_signature"]);
+    let history = bob
+        .ok_get(&format!("/v1/coordination/shared/{id}/history"))
+        .await;
+    assert_eq!(
+        &history["versions"][0]["shared"]["sender_signature"],
+        stored
+    );
+
+    // A signed handoff; consuming it keeps the sender's signature.
+    alice
+        .ok(
+            "/v1/continuity/upsert",
+            json!({"subject_kind": "user", "subject_id": "alice-notes",
+                   "capsule": capsule("user", "alice-notes")}),
+        )
+        .await;
+    let handoff = json!({"recipient_peer": "bob", "subject_kind": "user",
+                         "subject_id": "alice-notes", "note": "yours now"});
+    let (status, text) = alice
+        .post(
+            "/v1/coordination/handoff/create",
+            sign(&alice_key, &handoff),
+        )
+        .await;
+    assert_eq!(status, 200, "{text}");
+    // The original's keys first, then Noema's.
+    in_order(&text, &["consumed_by", "sender_signature"]);
+    let created: Value = serde_json::from_str(&text).unwrap();
+    let handoff_id = created["handoff"]["handoff_id"].as_str().unwrap();
+    assert_eq!(
+        created["handoff"]["sender_signature"]["signed_body"],
+        handoff
+    );
+    let consumed = bob
+        .ok(
+            &format!("/v1/coordination/handoff/{handoff_id}/consume"),
+            json!({"status": "accepted_advisory"}),
+        )
+        .await;
+    assert_eq!(
+        consumed["handoff"]["sender_signature"],
+        created["handoff"]["sender_signature"]
+    );
+    assert_eq!(
+        reverify(&consumed["handoff"]["sender_signature"]).0,
+        "agent:alice"
+    );
+
+    // Unbinding restores the original's behaviour; re-registering keeps a binding.
+    let kept = lead
+        .ok(
+            "/v1/peers/register",
+            json!({"peer_id": "bob", "base_url": "http://bob-2"}),
+        )
+        .await;
+    assert_eq!(kept["peer"]["agent_binding"]["agent_id"], "agent:bob");
+    let unbound = lead
+        .ok(
+            "/v1/peers/alice/trust",
+            json!({"trust_level": "restricted", "reason": "unbind", "agent_id": null}),
+        )
+        .await;
+    assert!(unbound["peer"].get("agent_binding").is_none(), "{unbound}");
+    alice
+        .ok("/v1/coordination/shared/create", shared_body("free again"))
+        .await;
+}
+
+/// A signed write asks identity; with identity down it is refused (503), never trusted on
+/// the local check alone. Processes shape: the tokens are cached before identity is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_write_fails_closed_while_identity_is_down() {
+    let mut cluster = match TestCluster::start(Backend::PostgresS3, Shape::Processes).await {
+        Ok(cluster) => cluster,
+        Err(err) => panic!("cannot start a processes cluster on Postgres + S3: {err}"),
+    };
+    let lead = Rest::new(
+        &cluster,
+        &token(
+            &cluster,
+            "crew",
+            "lead",
+            &[
+                "continuity:read",
+                "continuity:write",
+                "continuity:admin",
+                "identity:read",
+            ],
+        )
+        .await,
+    );
+    let alice = Rest::new(
+        &cluster,
+        &token(
+            &cluster,
+            "crew",
+            "alice",
+            &["continuity:read", "continuity:write", "identity:read"],
+        )
+        .await,
+    );
+    let key = SigningKeyPair::from_seed(&[31; 32]);
+    register_agent(&cluster, "agent:alice", &key).await;
+    for peer in ["alice", "bob"] {
+        lead.ok(
+            "/v1/peers/register",
+            json!({"peer_id": peer, "base_url": format!("http://{peer}")}),
+        )
+        .await;
+    }
+    lead.ok(
+        "/v1/peers/alice/trust",
+        json!({"trust_level": "restricted", "reason": "bind", "agent_id": "agent:alice"}),
+    )
+    .await;
+    let body = json!({"participant_peers": ["bob"], "title": "t", "constraints": ["c"]});
+    alice
+        .ok("/v1/coordination/shared/create", sign(&key, &body))
+        .await;
+
+    cluster.kill("identity").await.unwrap();
+    let (status, detail) = alice
+        .refused("/v1/coordination/shared/create", sign(&key, &body))
+        .await;
+    assert_eq!(status, 503, "{detail}");
+    assert!(
+        detail
+            .as_str()
+            .unwrap()
+            .starts_with("identity is unavailable to verify sender_signature; nothing was written"),
+        "{detail}"
+    );
+    // Unsigned writes of an unbound peer do not need identity.
+    let query = alice
+        .ok_get("/v1/coordination/shared/query?owner_peer=alice")
+        .await;
+    assert_eq!(query["total_matches"], 1);
+    cluster.restart("identity").await.unwrap();
+    if let Err(err) = cluster.shutdown().await {
+        panic!("cluster did not shut down cleanly: {err}");
     }
 }

@@ -118,7 +118,8 @@ fn build_ledger(ctx: ServiceContext) -> BoxFuture<'static, Result<Hosted, BuildE
 }
 
 /// CogniRelay's continuity capsules per tenant, their tiers and plans (seed 001). Its object
-/// store holds the cold tier's gzip payloads.
+/// store holds the cold tier's gzip payloads; identity confirms the agent keys of signed
+/// coordination writes.
 fn continuity() -> ServiceSpec {
     ServiceSpec {
         name: "continuity",
