@@ -1867,6 +1867,36 @@ async fn signed_writes(cluster: &TestCluster) {
         "agent:alice"
     );
 
+    // A reconciliation: the opener's signature, and the resolver's beside it.
+    let open = json!({"title": "Which plan", "classification": "contradictory",
+                      "trigger": "handoff_vs_shared", "claims": [
+        {"source_kind": "handoff", "source_id": handoff_id, "claimant_peer": "alice",
+         "claim_summary": "alice says so", "epistemic_status": "frame_present"},
+        {"source_kind": "shared", "source_id": id, "claimant_peer": "bob",
+         "claim_summary": "bob says so", "epistemic_status": "frame_present",
+         "observed_version": 2}]});
+    let opened = alice
+        .ok(
+            "/v1/coordination/reconciliation/open",
+            sign(&alice_key, &open),
+        )
+        .await;
+    let record = &opened["reconciliation"];
+    assert_eq!(record["sender_signature"]["signed_body"], open);
+    let rid = record["reconciliation_id"].as_str().unwrap();
+    let resolve = json!({"expected_version": 1, "outcome": "advisory_only",
+                         "resolution_summary": "keep both"});
+    let path = format!("/v1/coordination/reconciliation/{rid}/resolve");
+    assert_eq!(alice.refused(&path, resolve.clone()).await.0, 403);
+    let resolved = alice.ok(&path, sign(&alice_key, &resolve)).await;
+    let record = &resolved["reconciliation"];
+    assert_eq!(
+        record["sender_signature"],
+        opened["reconciliation"]["sender_signature"]
+    );
+    assert_eq!(record["resolver_signature"]["signed_body"], resolve);
+    reverify(&record["resolver_signature"]);
+
     // Unbinding restores the original's behaviour; re-registering keeps a binding.
     let kept = lead
         .ok(

@@ -714,7 +714,7 @@ impl Continuity {
         caller: &Caller,
         body: &[u8],
     ) -> Result<Vec<u8>, Error> {
-        let parsed = parse_body(body)?;
+        let (parsed, presented) = signing::take(parse_body(body)?)?;
         // The model first (422), as FastAPI validates it before the handler runs.
         crate::domain::coordination::validated(&reconciliation::OPEN_REQUEST, &parsed)?;
         caller.require(WRITE)?;
@@ -732,13 +732,16 @@ impl Continuity {
         for (claim, source) in request.claims.iter().zip(&sources) {
             reconciliation::check_source(claim, source, caller.peer_id(), admin)?;
         }
+        let signature = self.signature_of(caller, &parsed, presented).await?;
+        let signed_by = signed_by(signature.as_ref());
         let at = now();
-        let opened = reconciliation::open(
+        let mut opened = reconciliation::open(
             &request,
             &new_id(reconciliation::PREFIX),
             caller.peer_id(),
             at,
         );
+        signing::stamp(&mut opened.document, signature);
         let path = opened.path();
         let document = to_py_json(&Json::Object(opened.document.clone()));
         let revision_id = revision(None, &path, &document);
@@ -757,6 +760,7 @@ impl Continuity {
                     "owner_peer": opened.owner(),
                     "participant_peers": opened.participants(),
                     "classification": opened.classification(),
+                    "signed_by": signed_by,
                 }),
             ),
         );
@@ -848,7 +852,8 @@ impl Continuity {
         reconciliation_id: &str,
         body: &[u8],
     ) -> Result<Vec<u8>, Error> {
-        let request = reconciliation::check_resolve(&parse_body(body)?)?;
+        let (parsed, presented) = signing::take(parse_body(body)?)?;
+        let request = reconciliation::check_resolve(&parsed)?;
         caller.require(WRITE)?;
         caller.require_write_path(&reconciliation::path("x"))?;
         check_id(
@@ -857,10 +862,11 @@ impl Continuity {
             reconciliation::INVALID_ID,
         )?;
         let admin = is_admin(caller);
+        let signature = self.signature_of(caller, &parsed, presented).await?;
         for _ in 0..WRITE_ATTEMPTS {
             let (row, before) = self.reconciliation_row(caller, reconciliation_id).await?;
             let at = now();
-            let after =
+            let mut after =
                 match reconciliation::resolve(&before, &request, caller.peer_id(), admin, at)? {
                     Resolved::Replay => {
                         return Ok(bytes_of(&written_body(
@@ -874,6 +880,12 @@ impl Continuity {
                     }
                     Resolved::Updated(after) => after,
                 };
+            // The resolver's signature beside the opener's, which it does not replace.
+            signing::stamp_as(
+                &mut after.document,
+                signing::RESOLVER_FIELD,
+                signature.clone(),
+            );
             let path = after.path();
             let document = to_py_json(&Json::Object(after.document.clone()));
             let revision_id = revision(Some(&row.revision_id), &path, &document);
@@ -891,6 +903,7 @@ impl Continuity {
                         "reconciliation_id": reconciliation_id,
                         "outcome": text(&after.document, "resolution_outcome"),
                         "version": after.version(),
+                        "signed_by": signed_by(signature.as_ref()),
                     }),
                 ),
             );

@@ -373,7 +373,13 @@ pub fn routes() -> Vec<Route> {
             "Open a reconciliation over conflicting claims",
         )
         .status(404, "Peer or source artifact not found")
-        .status(409, "Peer is untrusted"),
+        .status(409, "Peer is untrusted")
+        .status(400, "sender_signature does not verify")
+        .status(
+            403,
+            "Signing key not confirmed by identity, or the peer requires signed writes",
+        )
+        .status(503, "Identity unreachable for a signed write"),
         r.route(
             Verb::Get,
             "/v1/coordination/reconciliations/query",
@@ -412,6 +418,12 @@ pub fn routes() -> Vec<Route> {
             "Resolve a reconciliation once",
         )
         .status(404, "Reconciliation artifact not found")
-        .status(409, "Already resolved or version conflict"),
+        .status(409, "Already resolved or version conflict")
+        .status(400, "sender_signature does not verify")
+        .status(
+            403,
+            "Signing key not confirmed by identity, or the peer requires signed writes",
+        )
+        .status(503, "Identity unreachable for a signed write"),
     ]
 }

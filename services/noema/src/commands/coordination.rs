@@ -169,6 +169,9 @@ pub enum ReconcileCommand {
     /// Open a reconciliation. FILE holds the original's body (`{title, trigger, claims, …}`).
     Open {
         file: PathBuf,
+        /// Sign the body with this agent seed file (`noema keygen --out`).
+        #[arg(long, value_name = "FILE")]
+        sign_key: Option<PathBuf>,
         #[command(flatten)]
         flags: ContinuityFlags,
     },
@@ -208,6 +211,9 @@ pub enum ReconcileCommand {
         expected_version: i64,
         #[arg(long)]
         summary: String,
+        /// Sign the body with this agent seed file (`noema keygen --out`).
+        #[arg(long, value_name = "FILE")]
+        sign_key: Option<PathBuf>,
         #[command(flatten)]
         flags: ContinuityFlags,
     },
@@ -495,8 +501,12 @@ pub async fn shared(command: &SharedCommand) -> Result<(), CommandError> {
 
 pub async fn reconcile(command: &ReconcileCommand) -> Result<(), CommandError> {
     let answer = match command {
-        ReconcileCommand::Open { file, flags } => {
-            let body = read_bytes(file)?;
+        ReconcileCommand::Open {
+            file,
+            sign_key,
+            flags,
+        } => {
+            let body = signed(read_bytes(file)?, sign_key.as_deref())?;
             flags
                 .connect()
                 .await?
@@ -548,12 +558,14 @@ pub async fn reconcile(command: &ReconcileCommand) -> Result<(), CommandError> {
             outcome,
             expected_version,
             summary,
+            sign_key,
             flags,
         } => {
             let body = encode(
                 &json!({"expected_version": expected_version, "outcome": outcome,
                                       "resolution_summary": summary}),
             )?;
+            let body = signed(body, sign_key.as_deref())?;
             flags
                 .connect()
                 .await?

@@ -8,8 +8,10 @@
 //!   `agent_binding: {agent_id, require_signed_writes, bound_at, bound_by}`.
 //! - **What is signed.** The RFC 8785 (JCS) bytes of the request body exactly as sent, minus
 //!   its `sender_signature` member: every other field of a handoff create, a shared create or
-//!   a shared update (for an update, `expected_version` included, which ties it to one
-//!   version), canonicalized by `noema_core::jcs` and verified by `noema_core::keys`.
+//!   update (for an update, `expected_version` included, which ties it to one version), a
+//!   reconciliation open or resolve, canonicalized by `noema_core::jcs` and verified by
+//!   `noema_core::keys`. The artifact id of an update is not in the body, so it is not
+//!   signed; the stored signature belongs to the version it is stored with.
 //! - **Where it travels.** One optional body member, `sender_signature: {public_key,
 //!   signature}`: the key as `ed25519:<base64>` or bare standard base64 of 32 bytes, the
 //!   signature as standard base64 of 64 bytes. No CogniRelay body has such a member.
@@ -26,7 +28,8 @@
 //!   verified_at}`; `signed_body` is the object whose JCS bytes were signed, so a reader
 //!   re-verifies offline with the key and checks the key against identity. A shared update
 //!   replaces it (each superseded version keeps its own in the history); a consume keeps
-//!   the handoff's.
+//!   the handoff's. Reconciliations follow the same rules: an open stores `sender_signature`,
+//!   a resolve stores its own as `resolver_signature` beside it.
 
 use noema_core::jcs;
 use noema_core::keys::{self, PublicKey, Signature};
@@ -38,6 +41,8 @@ use super::{forbidden, text, utc_now_text};
 
 /// The request and artifact member that carries a signature.
 pub const FIELD: &str = "sender_signature";
+/// The member a reconciliation's resolve stores its signature in (beside the opener's).
+pub const RESOLVER_FIELD: &str = "resolver_signature";
 /// The peer record member that binds a peer to an agent.
 pub const BINDING: &str = "agent_binding";
 /// The trust-transition request's binding fields.
@@ -211,9 +216,14 @@ pub fn record(verified: &Verified, agent_id: &str, now: OffsetDateTime) -> Json 
 /// `document` with the signature of the write that produced it (none: any earlier one
 /// removed, as it signed another version).
 pub fn stamp(document: &mut JsonObject, signature: Option<Json>) {
-    document.remove(FIELD);
+    stamp_as(document, FIELD, signature);
+}
+
+/// `document` with `signature` as its `field` member (none: any earlier one removed).
+pub fn stamp_as(document: &mut JsonObject, field: &str, signature: Option<Json>) {
+    document.remove(field);
     if let Some(signature) = signature {
-        document.insert(FIELD, signature);
+        document.insert(field, signature);
     }
 }
 
