@@ -687,6 +687,108 @@ async fn cli_diary_entry_sign_and_verify() {
     assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
 }
 
+/// `noema peers trust --agent-id` binds a peer to an agent; `noema shared create
+/// --sign-key` signs the body client-side, which such a peer's binding may require.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_signed_shared_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut running = start_up(&data, &dir.path().join("noema.log"));
+    let owner = std::fs::read_to_string(data.join("owner.token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let endpoint = format!("http://{}", running.grpc);
+    let key = dir.path().join("planner.key");
+    let out = run(noema().args(["keygen", "--out", key.to_str().unwrap()]));
+    let keygen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let http = noema_tools::tls::client().unwrap();
+    let registered = http
+        .post(format!("{}/v1/agents", running.rest))
+        .bearer_auth(&owner)
+        .json(&serde_json::json!({"agent_id": "agent:planner", "public_key": keygen["public_key_prefixed"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status().as_u16(), 201);
+    let issued: serde_json::Value = http
+        .post(format!("{}/v1/security/tokens/issue", running.rest))
+        .bearer_auth(&owner)
+        .json(&serde_json::json!({"peer_id": "agent:planner",
+            "scopes": ["continuity:read", "continuity:write", "identity:read"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let planner = issued["token"].as_str().unwrap().to_owned();
+    let as_owner = ["--endpoint", endpoint.as_str(), "--token", owner.as_str()];
+    let as_planner = ["--endpoint", endpoint.as_str(), "--token", planner.as_str()];
+    let json = |args: &[&str], client: &[&str]| {
+        let out = run(noema().args(args).args(client));
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    for peer in ["agent:planner", "bob"] {
+        json(
+            &["peers", "register", peer, "--base-url", "http://peer"],
+            &as_owner,
+        );
+    }
+    let bound = json(
+        &[
+            "peers",
+            "trust",
+            "agent:planner",
+            "restricted",
+            "--reason",
+            "bind",
+            "--agent-id",
+            "agent:planner",
+            "--require-signed-writes",
+            "true",
+        ],
+        &as_owner,
+    );
+    assert_eq!(
+        bound["peer"]["agent_binding"]["require_signed_writes"],
+        true
+    );
+
+    let plan = dir.path().join("plan.json");
+    std::fs::write(
+        &plan,
+        r#"{"participant_peers":["bob"],"title":"Plan","constraints":["no schema change"]}"#,
+    )
+    .unwrap();
+    let out = run(noema()
+        .args(["shared", "create", plan.to_str().unwrap()])
+        .args(as_planner));
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("Peer requires signed coordination writes"),
+        "{}",
+        text(&out.stderr)
+    );
+    let created = json(
+        &[
+            "shared",
+            "create",
+            plan.to_str().unwrap(),
+            "--sign-key",
+            key.to_str().unwrap(),
+        ],
+        &as_planner,
+    );
+    let signature = &created["shared"]["sender_signature"];
+    assert_eq!(signature["agent_id"], "agent:planner");
+    assert_eq!(signature["public_key"], keygen["public_key_prefixed"]);
+    assert_eq!(signature["signed_body"]["title"], "Plan");
+    sigterm(&running.child);
+    assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
+}
+
 /// `noema mcp tools`: the tools the endpoint lists for a token, by name or as JSON; a
 /// narrower token sees fewer, and never one it may not call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
