@@ -1868,7 +1868,7 @@ async fn signed_writes(cluster: &TestCluster) {
     );
 
     // A reconciliation: the opener's signature, and the resolver's beside it.
-    let open = json!({"title": "Which plan", "classification": "contradictory",
+    let open = json!({"task_id": "t-9", "title": "Which plan", "classification": "contradictory",
                       "trigger": "handoff_vs_shared", "claims": [
         {"source_kind": "handoff", "source_id": handoff_id, "claimant_peer": "alice",
          "claim_summary": "alice says so", "epistemic_status": "frame_present"},
