@@ -714,8 +714,10 @@ async fn cli_signed_shared_write() {
     let issued: serde_json::Value = http
         .post(format!("{}/v1/security/tokens/issue", running.rest))
         .bearer_auth(&owner)
-        .json(&serde_json::json!({"peer_id": "agent:planner",
-            "scopes": ["continuity:read", "continuity:write", "identity:read"]}))
+        .json(
+            &serde_json::json!({"peer_id": "agent:planner", "tenant": "crew",
+            "scopes": ["continuity:read", "continuity:write", "identity:read"]}),
+        )
         .send()
         .await
         .unwrap()
@@ -723,7 +725,15 @@ async fn cli_signed_shared_write() {
         .await
         .unwrap();
     let planner = issued["token"].as_str().unwrap().to_owned();
-    let as_owner = ["--endpoint", endpoint.as_str(), "--token", owner.as_str()];
+    // The owner acts in the planner's tenant.
+    let as_owner = [
+        "--endpoint",
+        endpoint.as_str(),
+        "--token",
+        owner.as_str(),
+        "--tenant",
+        "crew",
+    ];
     let as_planner = ["--endpoint", endpoint.as_str(), "--token", planner.as_str()];
     let json = |args: &[&str], client: &[&str]| {
         let out = run(noema().args(args).args(client));
