@@ -648,10 +648,17 @@ impl Continuity {
         body: &[u8],
     ) -> Result<Vec<u8>, Error> {
         let (parsed, presented) = signing::take(parse_body(body)?)?;
+        // A signature covers the artifact's id too, so it cannot be replayed onto another.
+        let (parsed, covered) = signing::bind_target(
+            parsed,
+            presented.is_some(),
+            signing::SHARED_TARGET,
+            shared_id,
+        )?;
         let request = shared::check_update(&parsed)?;
         caller.require(WRITE)?;
         caller.require_write_path(&shared::path("x"))?;
-        let signature = self.signature_of(caller, &parsed, presented).await?;
+        let signature = self.signature_of(caller, &covered, presented).await?;
         for _ in 0..WRITE_ATTEMPTS {
             let (row, before) = self.shared_row(caller, shared_id).await?;
             let at = now();
@@ -853,6 +860,13 @@ impl Continuity {
         body: &[u8],
     ) -> Result<Vec<u8>, Error> {
         let (parsed, presented) = signing::take(parse_body(body)?)?;
+        // A signature covers the reconciliation's id too, so it cannot be replayed onto another.
+        let (parsed, covered) = signing::bind_target(
+            parsed,
+            presented.is_some(),
+            signing::RECONCILIATION_TARGET,
+            reconciliation_id,
+        )?;
         let request = reconciliation::check_resolve(&parsed)?;
         caller.require(WRITE)?;
         caller.require_write_path(&reconciliation::path("x"))?;
@@ -862,7 +876,7 @@ impl Continuity {
             reconciliation::INVALID_ID,
         )?;
         let admin = is_admin(caller);
-        let signature = self.signature_of(caller, &parsed, presented).await?;
+        let signature = self.signature_of(caller, &covered, presented).await?;
         for _ in 0..WRITE_ATTEMPTS {
             let (row, before) = self.reconciliation_row(caller, reconciliation_id).await?;
             let at = now();

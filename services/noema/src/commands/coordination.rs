@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use noema_client::pb::continuity::{ItemRequest, JsonRequest};
+use noema_continuity::domain::coordination::signing;
+use noema_continuity::domain::json::Json;
 use serde_json::{Map, Value, json};
 
 use super::CommandError;
@@ -246,28 +248,34 @@ fn params(fields: &[(&str, Option<String>)]) -> Result<JsonRequest, CommandError
 }
 
 /// `body` with Noema's `sender_signature`: the key's Ed25519 signature over the JCS bytes
-/// of the body without it (unchanged without a key).
-fn signed(body: Vec<u8>, key_file: Option<&Path>) -> Result<Vec<u8>, CommandError> {
+/// of the object continuity verifies (`signing::signed_object`: the body without the
+/// signature, plus the path's id for an update or resolve); unchanged without a key.
+fn signed(
+    body: Vec<u8>,
+    key_file: Option<&Path>,
+    target: Option<(&str, &str)>,
+) -> Result<Vec<u8>, CommandError> {
     let Some(key_file) = key_file else {
         return Ok(body);
     };
     let key = read_key(key_file)?;
-    let mut value: Value = serde_json::from_slice(&body)
+    let value: Value = serde_json::from_slice(&body)
         .map_err(|e| CommandError::Usage(format!("the body is not JSON: {e}")))?;
-    let Some(object) = value.as_object_mut() else {
+    let covered = signing::signed_object(Json::from_value(&value), target)
+        .map_err(|e| CommandError::Usage(e.to_string()))?;
+    let message =
+        signing::signing_bytes(&covered).map_err(|e| CommandError::Usage(e.to_string()))?;
+    let Value::Object(mut object) = value else {
         return Err(CommandError::Usage("the body is not a JSON object".into()));
     };
-    object.remove("sender_signature");
-    let message = noema_core::jcs::canonicalize(&Value::Object(object.clone()))
-        .map_err(|e| CommandError::Usage(format!("the body cannot be canonicalized: {e}")))?;
     object.insert(
-        "sender_signature".into(),
+        signing::FIELD.into(),
         json!({
             "public_key": key.public_key().to_prefixed(),
             "signature": key.sign(&message).to_base64(),
         }),
     );
-    encode(&value)
+    encode(&Value::Object(object))
 }
 
 fn text(value: &Option<String>) -> Option<Value> {
@@ -368,7 +376,7 @@ pub async fn handoff(command: &HandoffCommand) -> Result<(), CommandError> {
                 ("thread_id", text(thread_id)),
                 ("note", text(note)),
             ])?;
-            let body = signed(body, sign_key.as_deref())?;
+            let body = signed(body, sign_key.as_deref(), None)?;
             flags
                 .connect()
                 .await?
@@ -432,7 +440,7 @@ pub async fn shared(command: &SharedCommand) -> Result<(), CommandError> {
             sign_key,
             flags,
         } => {
-            let body = signed(read_bytes(file)?, sign_key.as_deref())?;
+            let body = signed(read_bytes(file)?, sign_key.as_deref(), None)?;
             flags
                 .connect()
                 .await?
@@ -486,7 +494,8 @@ pub async fn shared(command: &SharedCommand) -> Result<(), CommandError> {
             sign_key,
             flags,
         } => {
-            let body = signed(read_bytes(file)?, sign_key.as_deref())?;
+            let target = Some((signing::SHARED_TARGET, shared_id.as_str()));
+            let body = signed(read_bytes(file)?, sign_key.as_deref(), target)?;
             flags
                 .connect()
                 .await?
@@ -506,7 +515,7 @@ pub async fn reconcile(command: &ReconcileCommand) -> Result<(), CommandError> {
             sign_key,
             flags,
         } => {
-            let body = signed(read_bytes(file)?, sign_key.as_deref())?;
+            let body = signed(read_bytes(file)?, sign_key.as_deref(), None)?;
             flags
                 .connect()
                 .await?
@@ -565,7 +574,8 @@ pub async fn reconcile(command: &ReconcileCommand) -> Result<(), CommandError> {
                 &json!({"expected_version": expected_version, "outcome": outcome,
                                       "resolution_summary": summary}),
             )?;
-            let body = signed(body, sign_key.as_deref())?;
+            let target = Some((signing::RECONCILIATION_TARGET, reconciliation_id.as_str()));
+            let body = signed(body, sign_key.as_deref(), target)?;
             flags
                 .connect()
                 .await?

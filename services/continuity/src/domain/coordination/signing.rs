@@ -84,7 +84,67 @@ pub fn take(body: Json) -> Result<(Json, Option<Presented>), ContinuityError> {
     ))
 }
 
-/// The bytes a sender signs: the JCS form of the body without `sender_signature`.
+/// The member a shared update's signed object names its artifact under (the id is in the path).
+pub const SHARED_TARGET: &str = "shared_id";
+/// The member a reconciliation resolve's signed object names its reconciliation under.
+pub const RECONCILIATION_TARGET: &str = "reconciliation_id";
+
+/// The object a sender signs and the artifact stores as `signed_body`: the body without
+/// `sender_signature`, plus, for a write whose target id is only in its path, that id under
+/// `target`'s member, so a signature made for one artifact does not verify on another. 400
+/// when the body is not an object or already names another id under that member. The
+/// server verifies with it and the CLI signs with it.
+pub fn signed_object(body: Json, target: Option<(&str, &str)>) -> Result<Json, ContinuityError> {
+    let Json::Object(mut object) = body else {
+        return Err(ContinuityError::invalid(
+            "sender_signature: the request body must be a JSON object",
+        ));
+    };
+    object.remove(FIELD);
+    let Some((member, id)) = target else {
+        return Ok(Json::Object(object));
+    };
+    match object.get(member) {
+        Some(Json::String(sent)) if sent == id => {}
+        Some(_) => return Err(ContinuityError::invalid(target_mismatch(member, id))),
+        None => {
+            let mut targeted = JsonObject::new();
+            targeted.insert(member, Json::from(id));
+            for (key, value) in object.iter() {
+                targeted.insert(key.clone(), value.clone());
+            }
+            object = targeted;
+        }
+    }
+    Ok(Json::Object(object))
+}
+
+fn target_mismatch(member: &str, id: &str) -> String {
+    format!("sender_signature: the body's {member} is not the {member} of the path ({id})")
+}
+
+/// For a write whose target id is in its path (`member`: `id`): the body the original
+/// validates and the object a signature covers. A signed write may carry the member itself
+/// (the path's id, else 400); it is taken off before validation, which forbids it. An
+/// unsigned write is left as the original's.
+pub fn bind_target(
+    body: Json,
+    signed: bool,
+    member: &str,
+    id: &str,
+) -> Result<(Json, Json), ContinuityError> {
+    if !signed {
+        return Ok((body.clone(), body));
+    }
+    let covered = signed_object(body, Some((member, id)))?;
+    let mut validated = covered.clone();
+    if let Json::Object(object) = &mut validated {
+        object.remove(member);
+    }
+    Ok((validated, covered))
+}
+
+/// The bytes a sender signs: the JCS form of [`signed_object`].
 pub fn signing_bytes(signed_body: &Json) -> Result<Vec<u8>, ContinuityError> {
     jcs::canonicalize(&signed_body.to_value()).map_err(|e| {
         ContinuityError::invalid(format!(
@@ -113,7 +173,9 @@ pub fn verify(presented: &Presented, signed_body: Json) -> Result<Verified, Cont
     if public_key.is_weak() || !keys::verify(&public_key, &message, &signature) {
         return Err(ContinuityError::invalid(
             "sender_signature does not verify: it must be an Ed25519 signature by public_key \
-             over the JCS (RFC 8785) bytes of the request body without sender_signature",
+             over the JCS (RFC 8785) bytes of the request body without sender_signature \
+             (for a shared update or a reconciliation resolve, with the path's shared_id or \
+             reconciliation_id added)",
         ));
     }
     Ok(Verified {
@@ -419,6 +481,60 @@ mod tests {
         let (unsigned, none) = take(json(r#"{"title":"t"}"#)).unwrap();
         assert_eq!(none, None);
         assert_eq!(unsigned, json(r#"{"title":"t"}"#));
+    }
+
+    #[test]
+    fn the_path_id_is_signed_so_a_signature_for_one_artifact_fails_on_another() {
+        let pair = SigningKeyPair::from_seed(&[7; 32]);
+        let body = json(r#"{"expected_version":1,"title":"t"}"#);
+        let target = |id| Some((SHARED_TARGET, id));
+        let covered = signed_object(body.clone(), target("shared_a")).unwrap();
+        let message = signing_bytes(&covered).unwrap();
+        assert_eq!(
+            String::from_utf8(message.clone()).unwrap(),
+            r#"{"expected_version":1,"shared_id":"shared_a","title":"t"}"#
+        );
+        let presented = Presented {
+            public_key: pair.public_key().to_prefixed(),
+            signature: pair.sign(&message).to_base64(),
+        };
+        let (validated, on_a) = bind_target(body.clone(), true, SHARED_TARGET, "shared_a").unwrap();
+        assert_eq!(validated, body);
+        let verified = verify(&presented, on_a).unwrap();
+        // The stored signed body names the artifact.
+        let stored = record(&verified, "agent:a", NOW);
+        assert_eq!(
+            stored
+                .get("signed_body")
+                .and_then(|b| b.get(SHARED_TARGET))
+                .and_then(Json::as_str),
+            Some("shared_a")
+        );
+        // The same body and signature replayed onto another artifact.
+        let (_, on_b) = bind_target(body.clone(), true, SHARED_TARGET, "shared_b").unwrap();
+        let err = verify(&presented, on_b).unwrap_err();
+        assert_eq!(err.http_status(), 400);
+        assert!(
+            err.to_string()
+                .starts_with("sender_signature does not verify"),
+            "{err}"
+        );
+        // A body naming the artifact itself: the path's id is taken off for validation, another is 400.
+        let named = json(r#"{"shared_id":"shared_a","expected_version":1,"title":"t"}"#);
+        let (validated, covered) =
+            bind_target(named.clone(), true, SHARED_TARGET, "shared_a").unwrap();
+        assert_eq!(validated, body);
+        verify(&presented, covered).unwrap();
+        let err = bind_target(named.clone(), true, SHARED_TARGET, "shared_b").unwrap_err();
+        assert_eq!(err.http_status(), 400);
+        let err = signed_object(named.clone(), target("shared_b")).unwrap_err();
+        assert_eq!(err.http_status(), 400);
+        // Unsigned writes are the original's; creates sign the bare body.
+        assert_eq!(
+            bind_target(named.clone(), false, SHARED_TARGET, "shared_b").unwrap(),
+            (named.clone(), named)
+        );
+        assert_eq!(signed_object(body.clone(), None).unwrap(), body);
     }
 
     #[test]
