@@ -1584,6 +1584,16 @@ fn sign(pair: &SigningKeyPair, body: &Value) -> Value {
     signed
 }
 
+/// `body` signed for the artifact its path names: the signature covers `{member: id, ...body}`
+/// (a shared update's `shared_id`, a resolve's `reconciliation_id`); the body is sent as is.
+fn sign_for(pair: &SigningKeyPair, body: &Value, member: &str, id: &str) -> Value {
+    let mut covered = body.clone();
+    covered[member] = json!(id);
+    let mut signed = body.clone();
+    signed["sender_signature"] = sign(pair, &covered)["sender_signature"].clone();
+    signed
+}
+
 /// What a recipient does with a stored `sender_signature`: re-verifies it offline over the
 /// JCS bytes of its `signed_body`, and returns the agent and key it names.
 fn reverify(stored: &Value) -> (String, PublicKey) {
@@ -1666,6 +1676,8 @@ async fn signed_writes(cluster: &TestCluster) {
         .await;
     assert_eq!(status, 200, "{text}");
     assert!(!text.contains("sender_signature"), "{text}");
+    let plain: Value = serde_json::from_str(&text).unwrap();
+    let plain_id = plain["shared"]["shared_id"].as_str().unwrap().to_owned();
     let (status, text) = lead.get("/v1/peers").await;
     assert_eq!(status, 200);
     assert!(!text.contains("agent_binding"), "{text}");
@@ -1738,13 +1750,15 @@ async fn signed_writes(cluster: &TestCluster) {
     malformed["sender_signature"]["signature"] = json!("not base64!");
     let not_verifying = json!(
         "sender_signature does not verify: it must be an Ed25519 signature by public_key over \
-         the JCS (RFC 8785) bytes of the request body without sender_signature"
+         the JCS (RFC 8785) bytes of the request body without sender_signature (for a shared \
+         update or a reconciliation resolve, with the path's shared_id or reconciliation_id \
+         added)"
     );
     let not_registered = json!(
         "sender_signature refused: public_key is not the registered key of agent agent:alice"
     );
     let refusals = [
-        (&alice, tampered, 400, Some(not_verifying)),
+        (&alice, tampered, 400, Some(not_verifying.clone())),
         (&alice, malformed, 400, None),
         (
             &alice,
@@ -1808,16 +1822,58 @@ async fn signed_writes(cluster: &TestCluster) {
             .0,
         403
     );
-    // A signed update (forbid-extra model: the signature member is not a field) stores its
-    // own signature; the superseded version keeps the create's.
+    // The signature covers the path's shared_id: an update signed for one artifact, replayed
+    // onto another at the same version, does not verify and writes nothing; nor does a body
+    // naming another artifact than its path.
+    let signed_update = sign_for(&alice_key, &update, "shared_id", &id);
+    let replayed = alice
+        .refused(
+            &format!("/v1/coordination/shared/{plain_id}/update"),
+            signed_update.clone(),
+        )
+        .await;
+    assert_eq!(replayed, (400, not_verifying));
+    let mut naming_another = signed_update.clone();
+    naming_another["shared_id"] = json!(id);
+    let (status, detail) = alice
+        .refused(
+            &format!("/v1/coordination/shared/{plain_id}/update"),
+            naming_another,
+        )
+        .await;
+    assert_eq!(status, 400, "{detail}");
+    assert_eq!(
+        detail,
+        json!(format!(
+            "sender_signature: the body's shared_id is not the shared_id of the path ({plain_id})"
+        ))
+    );
+    let untouched = alice
+        .ok_get(&format!("/v1/coordination/shared/{plain_id}"))
+        .await;
+    assert_eq!(untouched["shared"]["version"], 1);
+    assert_eq!(untouched["shared"]["title"], "plain");
+    assert!(untouched["shared"].get("sender_signature").is_none());
+    // A signed update (forbid-extra model: neither the signature member nor the signed
+    // shared_id is a field) stores its own signature over the body and its artifact's id;
+    // the superseded version keeps the create's.
     let updated = alice
         .ok(
             &format!("/v1/coordination/shared/{id}/update"),
-            sign(&alice_key, &update),
+            signed_update,
         )
         .await;
     assert_eq!(updated["shared"]["version"], 2);
-    assert_eq!(updated["shared"]["sender_signature"]["signed_body"], update);
+    let mut covered = update.clone();
+    covered["shared_id"] = json!(id);
+    assert_eq!(
+        updated["shared"]["sender_signature"]["signed_body"],
+        covered
+    );
+    assert_eq!(
+        updated["shared"]["sender_signature"]["signed_body"]["shared_id"],
+        id
+    );
     reverify(&updated["shared"]["sender_signature"]);
     let history = bob
         .ok_get(&format!("/v1/coordination/shared/{id}/history"))
@@ -1888,13 +1944,20 @@ async fn signed_writes(cluster: &TestCluster) {
                          "resolution_summary": "keep both"});
     let path = format!("/v1/coordination/reconciliation/{rid}/resolve");
     assert_eq!(alice.refused(&path, resolve.clone()).await.0, 403);
-    let resolved = alice.ok(&path, sign(&alice_key, &resolve)).await;
+    let resolved = alice
+        .ok(
+            &path,
+            sign_for(&alice_key, &resolve, "reconciliation_id", rid),
+        )
+        .await;
     let record = &resolved["reconciliation"];
     assert_eq!(
         record["sender_signature"],
         opened["reconciliation"]["sender_signature"]
     );
-    assert_eq!(record["resolver_signature"]["signed_body"], resolve);
+    let mut covered = resolve.clone();
+    covered["reconciliation_id"] = json!(rid);
+    assert_eq!(record["resolver_signature"]["signed_body"], covered);
     reverify(&record["resolver_signature"]);
 
     // Unbinding restores the original's behaviour; re-registering keeps a binding.
