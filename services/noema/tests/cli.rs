@@ -687,7 +687,7 @@ async fn cli_diary_entry_sign_and_verify() {
     assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
 }
 
-/// `noema peers trust --agent-id` binds a peer to an agent; `noema shared create
+/// `noema peers trust --agent-id` binds a peer to an agent; `noema shared create|update
 /// --sign-key` signs the body client-side, which such a peer's binding may require.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_signed_shared_write() {
@@ -795,6 +795,30 @@ async fn cli_signed_shared_write() {
     assert_eq!(signature["agent_id"], "agent:planner");
     assert_eq!(signature["public_key"], keygen["public_key_prefixed"]);
     assert_eq!(signature["signed_body"]["title"], "Plan");
+    // `shared update --sign-key` signs the body with the path's shared_id, as continuity
+    // verifies it; the stored signed body names the artifact.
+    let id = created["shared"]["shared_id"].as_str().unwrap();
+    let update = dir.path().join("update.json");
+    std::fs::write(
+        &update,
+        r#"{"expected_version":1,"title":"Plan v2","constraints":["no schema change"]}"#,
+    )
+    .unwrap();
+    let updated = json(
+        &[
+            "shared",
+            "update",
+            id,
+            update.to_str().unwrap(),
+            "--sign-key",
+            key.to_str().unwrap(),
+        ],
+        &as_planner,
+    );
+    assert_eq!(updated["shared"]["version"], 2);
+    let signed_body = &updated["shared"]["sender_signature"]["signed_body"];
+    assert_eq!(signed_body["shared_id"], id);
+    assert_eq!(signed_body["title"], "Plan v2");
     sigterm(&running.child);
     assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
 }
