@@ -6,12 +6,17 @@
 //!   (an agent identity knows, checked there when set; `null` unbinds) and
 //!   `require_signed_writes` (a flag on the binding). The peer record then carries
 //!   `agent_binding: {agent_id, require_signed_writes, bound_at, bound_by}`.
-//! - **What is signed.** The RFC 8785 (JCS) bytes of the request body exactly as sent, minus
-//!   its `sender_signature` member: every other field of a handoff create, a shared create or
-//!   update (for an update, `expected_version` included, which ties it to one version), a
-//!   reconciliation open or resolve, canonicalized by `noema_core::jcs` and verified by
-//!   `noema_core::keys`. The artifact id of an update is not in the body, so it is not
-//!   signed; the stored signature belongs to the version it is stored with.
+//! - **What is signed.** The RFC 8785 (JCS) bytes of [`signed_object`]: the request body
+//!   exactly as sent, minus its `sender_signature` member, canonicalized by `noema_core::jcs`
+//!   and verified by `noema_core::keys`. For a handoff create, a shared create and a
+//!   reconciliation open that is all (their id is assigned by the server). A shared update
+//!   and a reconciliation resolve name their target only in the path, so the signed object
+//!   adds it: `{"shared_id": <path id>, …body}` and `{"reconciliation_id": <path id>, …body}`.
+//!   A signature made for one artifact thus fails on another (400), even at the same version
+//!   (`expected_version` ties it to one version of that artifact). The body may carry that
+//!   member itself only with the path's id (another → 400); it is taken off before the
+//!   original's validation, which forbids extra members. The CLI signs through the same
+//!   function. Consume, the only other write on a path id, takes no signature.
 //! - **Where it travels.** One optional body member, `sender_signature: {public_key,
 //!   signature}`: the key as `ed25519:<base64>` or bare standard base64 of 32 bytes, the
 //!   signature as standard base64 of 64 bytes. No CogniRelay body has such a member.
