@@ -317,3 +317,64 @@ mod tests {
         assert_eq!(parse_cid(&encode(&raw)), Ok([7u8; 32]));
     }
 }
+
+/// Generated input: a CID text names one digest and a digest has one CID text; any other
+/// text is refused without a panic.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn assert_canonical(text: &str) -> Result<(), TestCaseError> {
+        if let Ok(digest) = parse_cid(text) {
+            prop_assert_eq!(cid_from_digest(&digest), text);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn a_digest_round_trips(digest in any::<[u8; 32]>()) {
+            let text = cid_from_digest(&digest);
+            prop_assert_eq!(text.len(), 59);
+            prop_assert_eq!(parse_cid(&text), Ok(digest));
+        }
+
+        #[test]
+        fn any_text_is_refused_or_canonical(text in any::<String>()) {
+            assert_canonical(&text)?;
+        }
+
+        #[test]
+        fn base32_looking_text_is_refused_or_canonical(text in "[bB][a-z2-7A-Z=]{50,62}") {
+            assert_canonical(&text)?;
+        }
+
+        #[test]
+        fn a_changed_character_is_refused(digest in any::<[u8; 32]>(), at in 1usize..59, to in "[a-z2-7]") {
+            let text = cid_from_digest(&digest);
+            let mut changed = text.clone();
+            changed.replace_range(at..=at, &to);
+            if changed != text {
+                prop_assert_ne!(parse_cid(&changed), Ok(digest));
+            }
+        }
+
+        #[test]
+        fn entry_text_is_its_own_canonical_form(
+            entry_type in any::<String>(),
+            title in proptest::option::of(any::<String>()),
+            content in any::<String>(),
+            tags in proptest::option::of(proptest::collection::vec(any::<String>(), 0..5)),
+        ) {
+            let text = entry_canonical_text(&entry_type, title.as_deref(), &content, tags.as_deref());
+            let canonical = jcs::canonicalize_str(&text).unwrap();
+            prop_assert_eq!(String::from_utf8(canonical).unwrap(), text);
+            let cid = entry_cid(&entry_type, title.as_deref(), &content, tags.as_deref());
+            prop_assert!(parse_cid(&cid).is_ok());
+        }
+    }
+}

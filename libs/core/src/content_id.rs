@@ -336,3 +336,62 @@ mod tests {
         assert!(serde_json::from_str::<ContentId>("42").is_err());
     }
 }
+
+/// Generated input: exactly one text names a digest; the lenient reading folds what it
+/// accepts to that text; nothing panics.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn check(text: &str) -> Result<(), TestCaseError> {
+        if let Ok(id) = text.parse::<ContentId>() {
+            prop_assert_eq!(id.as_str(), text);
+            prop_assert_eq!(ContentId::from_digest(&id.digest()), id.clone());
+        }
+        if let Ok(id) = ContentId::parse_normalizing(text) {
+            prop_assert!(ContentId::is_valid(id.as_str()));
+            let bare = text.strip_prefix(PREFIX).unwrap_or(text);
+            prop_assert_eq!(id.hex(), bare.to_ascii_lowercase());
+        }
+        if let Ok(id) = ContentId::from_lowercase_hex(text) {
+            prop_assert_eq!(id.hex(), text);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn any_text_is_refused_or_canonical(text in any::<String>()) {
+            check(&text)?;
+        }
+
+        #[test]
+        fn id_looking_text_is_refused_or_canonical(text in "(sha256:|SHA256:|sha256|)[0-9a-fA-Fg\n ]{62,66}") {
+            check(&text)?;
+        }
+
+        #[test]
+        fn a_digest_round_trips(digest in any::<[u8; 32]>()) {
+            let id = ContentId::from_digest(&digest);
+            prop_assert_eq!(id.digest(), digest);
+            prop_assert_eq!(id.as_str().parse::<ContentId>(), Ok(id.clone()));
+            let upper = id.hex().to_ascii_uppercase();
+            prop_assert_eq!(ContentId::parse_normalizing(&upper), Ok(id.clone()));
+            if upper != id.hex() {
+                let text = format!("sha256:{upper}");
+                prop_assert!(text.parse::<ContentId>().is_err());
+            }
+        }
+
+        #[test]
+        fn an_id_of_bytes_matches_only_them(bytes in any::<Vec<u8>>(), other in any::<Vec<u8>>()) {
+            let id = ContentId::of_bytes(&bytes);
+            prop_assert!(id.matches(&bytes));
+            prop_assert_eq!(id.matches(&other), bytes == other);
+        }
+    }
+}

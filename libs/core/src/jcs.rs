@@ -388,3 +388,80 @@ mod tests {
         );
     }
 }
+
+/// Generated input: any text is answered without a panic, and what is accepted has one
+/// canonical form that canonicalization leaves as it is.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{Number, Value};
+
+    /// Any JSON value: every scalar kind, nested arrays and objects, any key or string.
+    pub(crate) fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_filter_map("finite", |f| Number::from_f64(f).map(Value::Number)),
+            any::<String>().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(any::<String>(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn any_text_is_answered_without_a_panic(text in any::<String>()) {
+            let _ = canonicalize_str(&text);
+        }
+
+        #[test]
+        fn json_looking_text_is_answered_without_a_panic(
+            text in r#"[\[\]{}":,0-9eE.+\-a-z\\ ]{0,40}"#,
+        ) {
+            if let Ok(canonical) = canonicalize_str(&text) {
+                let again = canonicalize_str(std::str::from_utf8(&canonical).unwrap()).unwrap();
+                prop_assert_eq!(again, canonical);
+            }
+        }
+
+        #[test]
+        fn canonical_text_is_a_fixed_point(value in json_value()) {
+            let canonical = canonical_string(&value).unwrap();
+            let again = canonicalize_str(&canonical).unwrap();
+            prop_assert_eq!(String::from_utf8(again).unwrap(), canonical);
+        }
+
+        #[test]
+        fn every_serialization_of_a_value_has_its_canonical_text(value in json_value()) {
+            let canonical = canonicalize(&value).unwrap();
+            let pretty = serde_json::to_string_pretty(&value).unwrap();
+            prop_assert_eq!(canonicalize_str(&pretty).unwrap(), canonical);
+        }
+
+        #[test]
+        fn a_repeated_key_is_refused(key in any::<String>(), a in any::<i32>(), b in any::<i32>()) {
+            let key = serde_json::to_string(&key).unwrap();
+            let text = format!("{{\"x\":[{{{key}:{a},{key}:{b}}}]}}");
+            prop_assert!(canonicalize_str(&text).is_err());
+        }
+
+        #[test]
+        fn string_literals_are_written_as_jcs_writes_them(s in any::<String>()) {
+            let mut out = String::new();
+            write_string(&mut out, &s);
+            prop_assert_eq!(&out, &canonical_string(&Value::String(s.clone())).unwrap());
+            prop_assert_eq!(serde_json::from_str::<String>(&out).unwrap(), s);
+        }
+    }
+}

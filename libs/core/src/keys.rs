@@ -726,3 +726,80 @@ mod rotation_tests {
         assert!(text.ends_with("\"v\":\"noema:key-rotation:v1\"}"), "{text}");
     }
 }
+
+/// Generated input: keys, seeds, signatures and fingerprints have one accepted text per
+/// value, every other text is refused without a panic, and signatures verify only over
+/// what was signed.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn check(text: &str) -> Result<(), TestCaseError> {
+        if let Ok(key) = PublicKey::parse(text) {
+            prop_assert!(text == key.to_base64() || text == key.to_prefixed());
+        }
+        if let Ok(signature) = Signature::from_base64(text) {
+            prop_assert_eq!(signature.to_base64(), text);
+        }
+        if let Ok(pair) = SigningKeyPair::from_seed_base64(text) {
+            let seed: [u8; 32] = BASE64.decode(text.as_bytes()).unwrap().try_into().unwrap();
+            prop_assert_eq!(
+                pair.public_key(),
+                SigningKeyPair::from_seed(&seed).public_key()
+            );
+        }
+        if let Ok(fingerprint) = parse_fingerprint(text) {
+            prop_assert_eq!(fingerprint, text.to_ascii_uppercase());
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn any_text_is_refused_or_canonical(text in any::<String>()) {
+            check(&text)?;
+        }
+
+        #[test]
+        fn base64_looking_text_is_refused_or_canonical(
+            text in "(ed25519:|rsa:|)[A-Za-z0-9+/=_\\- ]{40,92}",
+        ) {
+            check(&text)?;
+        }
+
+        #[test]
+        fn fingerprint_looking_text_is_refused_or_canonical(text in "[0-9a-fA-FgG\\-]{17,21}") {
+            check(&text)?;
+        }
+
+        #[test]
+        fn keys_and_signatures_round_trip(key in any::<[u8; 32]>(), signature in any::<[u8; 32]>()) {
+            let key = PublicKey::from_bytes(key);
+            prop_assert_eq!(PublicKey::parse(&key.to_base64()).unwrap(), key);
+            prop_assert_eq!(PublicKey::parse(&key.to_prefixed()).unwrap(), key);
+            prop_assert_eq!(parse_fingerprint(&key.fingerprint()).unwrap(), key.fingerprint());
+            let mut bytes = [0u8; 64];
+            bytes[..32].copy_from_slice(&signature);
+            bytes[32..].copy_from_slice(&signature);
+            let signature = Signature::from_bytes(bytes);
+            prop_assert_eq!(Signature::from_base64(&signature.to_base64()).unwrap(), signature);
+        }
+
+        #[test]
+        fn a_signature_verifies_only_its_message(seed in any::<[u8; 32]>(), message in any::<Vec<u8>>(), flip in any::<usize>()) {
+            let pair = SigningKeyPair::from_seed(&seed);
+            let signature = pair.sign(&message);
+            prop_assert!(verify(&pair.public_key(), &message, &signature));
+            let mut changed = message.clone();
+            match changed.len() {
+                0 => changed.push(0),
+                n => changed[flip % n] ^= 1,
+            }
+            prop_assert!(!verify(&pair.public_key(), &changed, &signature));
+        }
+    }
+}

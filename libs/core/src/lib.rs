@@ -16,3 +16,14 @@ pub mod time;
 pub use error::{
     ErrorChain, ErrorCode, Failure, Reason, STOPPED_MESSAGE, ServiceError, status_hint, to_status,
 };
+
+/// Property-test settings shared by the crate's parsers' tests: few enough cases to run
+/// in every `scripts/test`, no regression files written into the source tree.
+#[cfg(test)]
+pub(crate) fn proptest_config() -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: 96,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}

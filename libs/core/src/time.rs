@@ -190,3 +190,74 @@ mod tests {
         assert_eq!(proto::rfc3339_seconds(&out_of_range), "");
     }
 }
+
+/// Generated input: any text is read or refused without a panic, Go's stricter reading
+/// accepts nothing the RFC reading refuses, and every form written reads back.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Instants of years 0001-9999 with nanoseconds, at any whole-minute offset.
+    fn instant() -> impl Strategy<Value = OffsetDateTime> {
+        (
+            -62_135_596_800i64..253_402_300_799,
+            0u32..1_000_000_000,
+            -1439i32..1440,
+        )
+            .prop_map(|(seconds, nanos, minutes)| {
+                let utc = OffsetDateTime::from_unix_timestamp(seconds)
+                    .unwrap()
+                    .replace_nanosecond(nanos)
+                    .unwrap();
+                let offset = UtcOffset::from_whole_seconds(minutes * 60).unwrap();
+                utc.to_offset(offset)
+            })
+    }
+
+    fn check(text: &str) -> Result<(), TestCaseError> {
+        let rfc = parse_rfc3339(text);
+        if parse_go_rfc3339(text).is_some() {
+            prop_assert_eq!(parse_go_rfc3339(text), rfc);
+        }
+        prop_assert_eq!(proto::parse_rfc3339(text).is_some(), rfc.is_some());
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn any_text_is_read_or_refused(text in any::<String>()) {
+            check(&text)?;
+        }
+
+        #[test]
+        fn timestamp_looking_text_is_read_or_refused(
+            text in "[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,12})?([Zz]|[+-][0-9]{2}:[0-9]{2})?",
+        ) {
+            check(&text)?;
+        }
+
+        #[test]
+        fn written_forms_read_back(at in instant()) {
+            let whole = utc_whole_seconds(at);
+            prop_assert_eq!(parse_go_rfc3339(&rfc3339_seconds(at)), Some(whole));
+            let millis = parse_rfc3339(&iso_millis(at)).unwrap();
+            prop_assert_eq!(millis.unix_timestamp(), at.unix_timestamp());
+            prop_assert_eq!(millis.millisecond(), at.millisecond());
+            prop_assert_eq!(proto::to_time(&proto::timestamp(at)), Some(at.to_offset(UtcOffset::UTC)));
+        }
+
+        #[test]
+        fn any_protobuf_timestamp_converts_without_a_panic(seconds in any::<i64>(), nanos in any::<i32>()) {
+            let at = prost_types::Timestamp { seconds, nanos };
+            let _ = proto::rfc3339_seconds(&at);
+            let _ = proto::iso_millis(&at);
+            if let Some(time) = proto::to_time(&at) {
+                prop_assert_eq!(proto::to_time(&proto::timestamp(time)), Some(time));
+            }
+        }
+    }
+}
