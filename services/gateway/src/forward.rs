@@ -292,21 +292,23 @@ fn query_pairs(raw: Option<&str>) -> Vec<(String, String)> {
         while i < bytes.len() {
             match bytes[i] {
                 b'+' => out.push(b' '),
-                b'%' if i + 2 < bytes.len() => {
-                    let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
-                    match u8::from_str_radix(hex, 16) {
-                        Ok(b) => {
-                            out.push(b);
-                            i += 2;
-                        }
-                        Err(_) => out.push(b'%'),
+                // Exactly two hex digits (`from_str_radix` alone would also take `+1`).
+                b'%' => match (hex_digit(bytes.get(i + 1)), hex_digit(bytes.get(i + 2))) {
+                    (Some(high), Some(low)) => {
+                        out.push(high << 4 | low);
+                        i += 2;
                     }
-                }
+                    _ => out.push(b'%'),
+                },
                 b => out.push(b),
             }
             i += 1;
         }
         String::from_utf8_lossy(&out).into_owned()
+    }
+    fn hex_digit(byte: Option<&u8>) -> Option<u8> {
+        byte.and_then(|b| char::from(*b).to_digit(16))
+            .and_then(|d| u8::try_from(d).ok())
     }
     raw.unwrap_or_default()
         .split('&')
@@ -346,6 +348,57 @@ mod tests {
         assert!(none.tags.is_empty() && none.limit.is_none());
         let twice: Sample = parse_repeated(Some("limit=3&limit=1")).unwrap();
         assert_eq!(twice.limit.as_deref(), Some("3"));
+    }
+
+    /// Every byte percent-encoded, or left as it is where that is unambiguous.
+    fn percent_encode(bytes: &[u8], plain: &[bool]) -> String {
+        let mut out = String::new();
+        for (i, b) in bytes.iter().enumerate() {
+            let keep = plain.get(i).copied().unwrap_or(false)
+                && (b.is_ascii_alphanumeric() || b"-._~!$'()*,;:@/?".contains(b));
+            if keep {
+                out.push(char::from(*b));
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn percent_encoded_values_decode_to_what_was_encoded(
+            name in "[a-z]{1,8}",
+            value in proptest::prelude::any::<String>(),
+            plain in proptest::collection::vec(proptest::prelude::any::<bool>(), 0..64),
+        ) {
+            let raw = format!("{name}={}", percent_encode(value.as_bytes(), &plain));
+            proptest::prop_assert_eq!(query_pairs(Some(&raw)), vec![(name, value)]);
+        }
+
+        #[test]
+        fn a_percent_without_two_hex_digits_stays_as_it_is(
+            after in "[^0-9a-fA-F&=%]{0,2}|[0-9a-fA-F][^0-9a-fA-F&=%]|[+\\-][0-9a-fA-F]",
+        ) {
+            let raw = format!("x=%{after}");
+            let value = after.replace('+', " ");
+            proptest::prop_assert_eq!(query_pairs(Some(&raw)), vec![("x".to_owned(), format!("%{value}"))]);
+        }
+
+        #[test]
+        fn any_query_is_read_without_a_panic(raw in "[a-z%+&=\\[\\]0-9A-F\u{e9}]{0,40}") {
+            let _ = parse_repeated::<Sample>(Some(&raw));
+            let _ = parse_repeated::<Value>(Some(&raw));
+        }
+
+        #[test]
+        fn any_body_is_decoded_or_refused_as_malformed(bytes in proptest::prelude::any::<Vec<u8>>()) {
+            if let Err(err) = json_body::<Value>(&bytes) {
+                proptest::prop_assert_eq!(err.0.reason, noema_core::Reason::MalformedBody);
+            }
+        }
     }
 
     #[test]

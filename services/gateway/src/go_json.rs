@@ -63,4 +63,20 @@ pub(crate) mod tests {
         let text = to_go_json(&serde_json::json!({"a": "<b>&\u{2028}é"})).unwrap();
         assert_eq!(text, "{\"a\":\"\\u003cb\\u003e\\u0026\\u2028é\"}\n");
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        /// Whatever a string holds, Go's escaping reads back as the same value, and none
+        /// of the characters Go escapes is left literal.
+        #[test]
+        fn go_escaped_text_reads_back(s in proptest::prelude::any::<String>(), n in proptest::prelude::any::<i64>()) {
+            let value = serde_json::json!({"s": s, "n": n, "list": [s]});
+            let text = to_go_json(&value).unwrap();
+            proptest::prop_assert!(text.ends_with('\n'));
+            let escaped_by_go = ['<', '>', '&', '\u{2028}', '\u{2029}'];
+            proptest::prop_assert!(!text.contains(escaped_by_go));
+            proptest::prop_assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), value);
+        }
+    }
 }

@@ -110,6 +110,17 @@ fn client_options(config: &GatewayConfig) -> ClientOptions {
     }
 }
 
+/// Property-test settings for the gateway's parsers of outside input: few enough cases to
+/// run in every `scripts/test`, no regression files written into the source tree.
+#[cfg(test)]
+pub(crate) fn proptest_config() -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: 96,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}
+
 /// Every route the gateway serves. The router and the OpenAPI document both come from here.
 pub fn route_table() -> Vec<route::Route> {
     let mut routes = routes::ops::routes();

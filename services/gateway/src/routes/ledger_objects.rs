@@ -644,9 +644,11 @@ pub fn routes() -> Vec<Route> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::go_json::tests::assert_sorted;
+    use proptest::prelude::*;
 
     #[test]
     fn the_reconcile_report_keeps_its_field_order() {
@@ -674,5 +676,89 @@ mod tests {
     fn go_prints_integral_floats_without_a_fraction() {
         assert_eq!(go_number(1.0).to_string(), "1");
         assert_eq!(go_number(0.5).to_string(), "0.5");
+    }
+
+    /// `name` with each letter's case flipped where `flips` says so.
+    fn recase(name: &str, flips: &[bool]) -> String {
+        name.chars()
+            .enumerate()
+            .map(|(i, c)| {
+                if flips.get(i).copied().unwrap_or(false) {
+                    c.to_ascii_uppercase()
+                } else {
+                    c
+                }
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn any_body_is_decoded_or_refused_as_malformed(bytes in proptest::prelude::any::<Vec<u8>>()) {
+            let refusals = [decode_canonical(&bytes).err(), decode_reference(&bytes).err()];
+            for err in refusals.into_iter().flatten() {
+                proptest::prop_assert_eq!(err.0.reason, noema_core::Reason::MalformedBody);
+            }
+        }
+
+        #[test]
+        fn json_shaped_bodies_are_decoded_or_refused_as_malformed(
+            values in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::prelude::Just(serde_json::Value::Null),
+                    proptest::prelude::any::<bool>().prop_map(serde_json::Value::from),
+                    proptest::prelude::any::<f64>().prop_map(serde_json::Value::from),
+                    proptest::prelude::any::<i64>().prop_map(serde_json::Value::from),
+                    proptest::prelude::any::<String>().prop_map(serde_json::Value::from),
+                    proptest::prelude::Just(serde_json::json!({"a": [1]})),
+                ],
+                11,
+            ),
+        ) {
+            let names = ["schema_version", "id", "object_type", "content_type", "size_bytes",
+                "created_at", "created_by", "storage_path", "payload", "metadata", "relevance"];
+            let body: Map<String, Value> = names.iter().map(|n| (*n).to_owned()).zip(values).collect();
+            let bytes = serde_json::to_vec(&body).unwrap();
+            let refusals = [decode_canonical(&bytes).err(), decode_reference(&bytes).err()];
+            for err in refusals.into_iter().flatten() {
+                proptest::prop_assert_eq!(err.0.reason, noema_core::Reason::MalformedBody);
+            }
+        }
+
+        /// Go matches keys case-insensitively and reads `[]byte` as padded standard base64
+        /// with line breaks ignored.
+        #[test]
+        fn keys_in_any_case_and_wrapped_base64_decode_alike(
+            payload in proptest::prelude::any::<Vec<u8>>(),
+            size in proptest::prelude::any::<i64>(),
+            text in proptest::prelude::any::<String>(),
+            flips in proptest::collection::vec(proptest::prelude::any::<bool>(), 0..16),
+            wrap in 1usize..80,
+        ) {
+            let encoded = data_encoding::BASE64.encode(&payload);
+            let wrapped: Vec<String> = encoded
+                .as_bytes()
+                .chunks(wrap)
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .collect();
+            let plain = json!({"id": text, "size_bytes": size, "payload": encoded});
+            let recased = json!({
+                recase("id", &flips): text,
+                recase("size_bytes", &flips): size,
+                recase("payload", &flips): wrapped.join("\r\n"),
+            });
+            let a = decode_canonical(&serde_json::to_vec(&plain).unwrap()).unwrap();
+            let b = decode_canonical(&serde_json::to_vec(&recased).unwrap()).unwrap();
+            proptest::prop_assert_eq!(&a, &b);
+            proptest::prop_assert_eq!(a.payload, payload);
+            proptest::prop_assert_eq!(a.size_bytes, size);
+        }
+
+        #[test]
+        fn go_numbers_keep_their_value(value in -1e15f64..1e15) {
+            proptest::prop_assert_eq!(go_number(value).as_f64(), Some(value));
+        }
     }
 }
