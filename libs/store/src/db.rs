@@ -465,4 +465,17 @@ mod tests {
             }
         }
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn any_database_url_is_read_or_refused(
+            url in "(sqlite:|sqlite://|postgres://|postgresql://| )[a-z:/.?=&@]{0,16}",
+            other in proptest::prelude::any::<String>(),
+        ) {
+            let _ = parse_target(&url);
+            let _ = parse_target(&other);
+        }
+    }
 }

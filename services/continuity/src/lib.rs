@@ -39,3 +39,14 @@ pub async fn service(
         Arc::new(continuity),
     )))
 }
+
+/// Property-test settings for this crate's parsers of outside input: few enough cases to
+/// run in every `scripts/test`, no regression files written into the source tree.
+#[cfg(test)]
+pub(crate) fn proptest_config() -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: 96,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}

@@ -88,3 +88,14 @@ pub async fn ensure_owner_token(db: Database, token_sha256: &str) -> Result<bool
 }
 
 pub use domain::token::{generate_secret, token_sha256};
+
+/// Property-test settings for this crate's parsers of outside input: few enough cases to
+/// run in every `scripts/test`, no regression files written into the source tree.
+#[cfg(test)]
+pub(crate) fn proptest_config() -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: 96,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}

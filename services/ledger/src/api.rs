@@ -378,3 +378,30 @@ impl LedgerService for LedgerApi {
         Ok(Response::new(response))
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod properties {
+    use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn any_page_token_is_read_or_invalid(token in proptest::prelude::any::<String>()) {
+            if let Err(err) = decode_cursor(&token) {
+                let invalid = matches!(err, LedgerError::Invalid { .. });
+                proptest::prop_assert!(invalid);
+            }
+        }
+
+        #[test]
+        fn a_cursor_round_trips(
+            seconds in -62_135_596_800i64..253_402_300_799,
+            id in proptest::prelude::any::<String>(),
+        ) {
+            let at = time::OffsetDateTime::from_unix_timestamp(seconds).unwrap();
+            proptest::prop_assert_eq!(decode_cursor(&encode_cursor(at, &id)).unwrap(), (seconds, id));
+        }
+    }
+}

@@ -139,4 +139,28 @@ mod tests {
             assert!(validate_prefix(p).is_err(), "{p:?}");
         }
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        /// A valid key is a valid prefix, has only non-empty, non-dot segments and fits
+        /// S3's and the file system's limits.
+        #[test]
+        fn keys_accepted_meet_every_rule(key in "[a-z./\\\\:\u{0}\u{e9}]{0,12}|[a-z/]{250,260}|(x{200}/){5,6}") {
+            let _ = validate_prefix(&key);
+            if validate_key(&key).is_ok() {
+                proptest::prop_assert!(validate_prefix(&key).is_ok());
+                proptest::prop_assert!(key.len() <= MAX_KEY_LEN && !key.starts_with('/'));
+                let refused = ['\\', '\u{0}'];
+                proptest::prop_assert!(!key.contains(refused));
+                proptest::prop_assert!(key.split('/').all(|s| !s.is_empty() && s != "." && s != ".." && s.len() <= MAX_SEGMENT_LEN));
+            }
+        }
+
+        #[test]
+        fn any_text_is_a_key_or_refused(key in proptest::prelude::any::<String>()) {
+            let _ = validate_key(&key);
+            let _ = validate_prefix(&key);
+        }
+    }
 }

@@ -571,4 +571,17 @@ mod tests {
             }
         }
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn any_url_is_read_or_refused(
+            url in "s3://[a-z.\\-]{0,8}(/[a-z%]{0,4}){0,2}(\\?([a-z_]{0,14}=[a-z0-9:/.%]{0,12}&?){0,4})?",
+            other in proptest::prelude::any::<String>(),
+        ) {
+            let _ = S3Location::parse(&url);
+            let _ = S3Location::parse(&other);
+        }
+    }
 }

@@ -884,3 +884,56 @@ mod tests {
         assert!(cut.ends_with("abcdef ab..."), "{cut}");
     }
 }
+
+/// Generated paths: any text is a document key or refused with the original's 400, and an
+/// accepted key stays inside the repository, under an allowed, unmanaged top-level
+/// directory, and is its own key.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn check(path: &str) -> Result<(), TestCaseError> {
+        let _ = scope_for_path(path);
+        let _ = journal_day_refusal(path, OffsetDateTime::UNIX_EPOCH);
+        match document_path(path) {
+            Ok(key) => {
+                prop_assert!(!key.starts_with('/'));
+                prop_assert!(
+                    key.split('/')
+                        .all(|s| !s.is_empty() && s != "." && s != "..")
+                );
+                let top = key.split('/').next().unwrap_or_default();
+                prop_assert!(ALLOWED_TOP_LEVEL.contains(&top));
+                prop_assert!(managed_root(&key).is_none());
+                prop_assert_eq!(document_path(&key).unwrap(), key);
+            }
+            Err(err) => prop_assert!(matches!(err, ContinuityError::Invalid(_))),
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn any_text_is_a_key_or_refused(path in any::<String>()) {
+            check(&path)?;
+        }
+
+        #[test]
+        fn path_looking_text_is_a_key_or_refused(
+            path in "(/|\\./|\\.\\./)?((memory|journal|tasks|index|projects|etc|\\.\\.|\\.|continuity|schedule|[a-z]{1,3}|)/){0,5}[a-z.]{0,6}",
+        ) {
+            check(&path)?;
+        }
+
+        #[test]
+        fn any_text_is_searched_and_described_without_a_panic(text in any::<String>()) {
+            let _ = query_terms(&text);
+            let _ = snippet(&text);
+            let _ = describe("memory/core/x.md", &text);
+        }
+    }
+}

@@ -234,3 +234,41 @@ mod tests {
         );
     }
 }
+
+/// Generated subject ids: normalisation never panics, and a key is non-empty, at most 120
+/// characters of `[a-z0-9._-]` not starting or ending with `-`, and its own key.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn check(id: &str) -> Result<(), TestCaseError> {
+        match normalize_subject_id(id) {
+            Ok(key) => {
+                prop_assert!(!key.is_empty() && key.chars().count() <= 120);
+                prop_assert!(key.chars().all(|c| c.is_ascii_lowercase()
+                    || c.is_ascii_digit()
+                    || matches!(c, '.' | '_' | '-')));
+                prop_assert!(!key.starts_with('-') && !key.ends_with('-'));
+                prop_assert_eq!(normalize_subject_id(&key).unwrap(), key);
+            }
+            Err(err) => prop_assert_eq!(err.to_string(), NORMALIZED_EMPTY),
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn any_text_is_a_key_or_refused(id in any::<String>()) {
+            check(&id)?;
+        }
+
+        #[test]
+        fn long_and_dashed_ids_are_keys_or_refused(id in "[ A-Za-z0-9._\\-\u{e9}\u{130}\u{1e9e}]{0,200}") {
+            check(&id)?;
+        }
+    }
+}

@@ -149,3 +149,26 @@ pub(super) async fn get_caller_identity(
     let peer_id = principal(&request)?.peer_id.clone();
     Ok(agent_to_proto(ops.caller_agent(&peer_id).await?))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod properties {
+    use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn any_page_token_is_read_or_invalid(token in proptest::prelude::any::<String>()) {
+            if let Err(err) = decode_page_token(&token) {
+                proptest::prop_assert!(matches!(err, IdentityError::InvalidArgument(_)));
+            }
+        }
+
+        #[test]
+        fn a_page_token_round_trips(after in proptest::prelude::any::<String>()) {
+            let token = data_encoding::BASE64URL_NOPAD.encode(after.as_bytes());
+            proptest::prop_assert_eq!(decode_page_token(&token).unwrap(), after);
+        }
+    }
+}

@@ -267,4 +267,44 @@ mod tests {
         assert!(search_query("hello", 51, "", &[], false, false).is_err());
         assert!(search_query("hello", 5, "", &["memo".into()], false, false).is_err());
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn any_cursor_text_is_read_or_invalid(text in proptest::prelude::any::<String>()) {
+            if let Err(err) = Cursor::decode(&text) {
+                proptest::prop_assert_eq!(err.to_string(), INVALID_CURSOR);
+            }
+        }
+
+        #[test]
+        fn base64_of_any_json_is_read_or_invalid(
+            c in "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,12})?(Z|[+-][0-9]{2}:[0-9]{2})",
+            i in "[0-9a-fA-F-]{30,40}",
+            padded in proptest::prelude::any::<bool>(),
+        ) {
+            let json = json!({"c": c, "i": i}).to_string();
+            let text = if padded {
+                data_encoding::BASE64URL.encode(json.as_bytes())
+            } else {
+                BASE64URL_NOPAD.encode(json.as_bytes())
+            };
+            if let Ok(cursor) = Cursor::decode(&text) {
+                proptest::prop_assert_eq!(Cursor::decode(&cursor.encode()).unwrap(), cursor);
+            }
+        }
+
+        #[test]
+        fn cursors_round_trip(
+            nanos in -62_135_596_800_000_000_000i128..253_402_300_799_000_000_000,
+            id in proptest::prelude::any::<u128>(),
+        ) {
+            let cursor = Cursor {
+                created_at: OffsetDateTime::from_unix_timestamp_nanos(nanos).unwrap(),
+                id: Uuid::from_u128(id).hyphenated().to_string(),
+            };
+            proptest::prop_assert_eq!(Cursor::decode(&cursor.encode()).unwrap(), cursor);
+        }
+    }
 }

@@ -266,3 +266,75 @@ mod tests {
         assert_eq!(error(s), format!("storage_path must be {expected}"));
     }
 }
+
+/// Generated submissions: any field values are validated without a panic, and an accepted
+/// object's storage path is a valid object-store key that names its own id and type.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn submission() -> impl Strategy<Value = CanonicalSubmission> {
+        (
+            prop_oneof![Just("0.1.0".to_owned()), any::<String>()],
+            prop_oneof![Just("observation".to_owned()), Just("policy".to_owned()), "[a-z_]{0,12}"],
+            "[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})",
+            any::<Vec<u8>>(),
+            prop_oneof![Just(None), Just(Some(serde_json::json!({"k": 1}))), Just(Some(serde_json::json!([1])))],
+            any::<bool>(),
+            any::<i64>(),
+        )
+            .prop_map(|(schema_version, object_type, created_at, payload, metadata, consistent, size)| {
+                let id = ContentId::of_bytes(&payload).into_string();
+                let (storage_path, size_bytes) = match (consistent, parse_go_rfc3339(&created_at)) {
+                    (true, Some(at)) => (
+                        expected_storage_path(&object_type, at, &id),
+                        i64::try_from(payload.len()).unwrap(),
+                    ),
+                    _ => (format!("canonical/{object_type}/2026/01/01/{id}.json"), size),
+                };
+                CanonicalSubmission {
+                    schema_version,
+                    id,
+                    object_type,
+                    content_type: "application/octet-stream".into(),
+                    size_bytes,
+                    created_at,
+                    created_by: "agent:p".into(),
+                    storage_path,
+                    payload,
+                    metadata,
+                }
+            })
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn any_submission_is_validated_without_a_panic(s in submission()) {
+            if let Ok((object, payload)) = validate(s.clone(), OffsetDateTime::UNIX_EPOCH) {
+                prop_assert!(noema_store::object::key::validate_key(&object.storage_path).is_ok());
+                let file = format!("/{}.json", object.id);
+                prop_assert!(object.storage_path.ends_with(&file));
+                prop_assert!(ContentId::of_bytes(&payload).as_str() == object.id);
+                prop_assert!(OBJECT_TYPES.contains(&object.object_type.as_str()));
+            }
+        }
+
+        #[test]
+        fn any_storage_path_is_checked_without_a_panic(path in any::<String>()) {
+            let _ = is_storage_path_shape(&path);
+        }
+
+        #[test]
+        fn storage_path_looking_text_is_a_valid_key_when_accepted(
+            path in "canonical/[a-z_A-Z]{0,8}/[0-9]{3,4}/[0-9]{2}/[0-9]{1,2}/sha256:[0-9a-f]{63,64}\\.json",
+        ) {
+            if is_storage_path_shape(&path) {
+                prop_assert!(noema_store::object::key::validate_key(&path).is_ok());
+            }
+        }
+    }
+}

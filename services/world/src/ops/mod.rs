@@ -69,7 +69,8 @@ impl Page {
 
     /// The offset of the next page, if this one came back full.
     pub fn next(&self, returned: usize) -> Option<u64> {
-        (returned >= self.limit as usize).then(|| self.offset + u64::from(self.limit))
+        // The offset comes from a client's page token: any u64, so the sum saturates.
+        (returned >= self.limit as usize).then(|| self.offset.saturating_add(u64::from(self.limit)))
     }
 }
 
@@ -156,4 +157,23 @@ fn process_owner() -> String {
 /// Now, in UTC (every stored time is UTC, so stored texts order as times do).
 pub(crate) fn now() -> OffsetDateTime {
     OffsetDateTime::now_utc()
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        /// Any page token's offset and size make a page, and the next one never goes back.
+        #[test]
+        fn any_page_request_makes_a_page(offset in proptest::prelude::any::<u64>(), size in proptest::prelude::any::<u32>(), returned in 0usize..2000) {
+            let page = Page::new(offset, size);
+            proptest::prop_assert!((1..=Page::MAX_LIMIT).contains(&page.limit));
+            if let Some(next) = page.next(returned) {
+                proptest::prop_assert!(next >= offset);
+            }
+        }
+    }
 }

@@ -624,4 +624,15 @@ mod tests {
         assert_eq!(Entry::decode(&bare.encode()).ok(), Some(bare));
         assert!(Entry::decode(&[1, 2, 3]).is_err());
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::proptest_config())]
+
+        #[test]
+        fn any_index_value_is_an_entry_or_damaged(bytes in proptest::prelude::any::<Vec<u8>>()) {
+            if let Ok(entry) = Entry::decode(&bytes) {
+                proptest::prop_assert_eq!(entry.encode(), bytes);
+            }
+        }
+    }
 }
