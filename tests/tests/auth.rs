@@ -1,5 +1,6 @@
 //! Every RPC of every service in the cluster refuses a missing token and a token without
-//! the scope it declares; every non-public REST route does the same. The RPC list comes
+//! the scope it declares; every non-public REST route does the same, and refuses a missing,
+//! unknown or malformed token before it reads the body. The RPC list comes
 //! from the descriptor set, so a new RPC is covered without editing this test.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -184,6 +185,33 @@ async fn every_rest_route_requires_a_token_and_its_scope(cluster: &TestCluster) 
             assert_eq!(
                 status, 401,
                 "{method} {path} without a token (and a malformed body)"
+            );
+            // A token the identity service does not know is refused before the body is
+            // read too, as is a header that is not a bearer token.
+            let status = send(client_as("not-a-token-anyone-issued"), "{not json")
+                .await
+                .unwrap()
+                .status()
+                .as_u16();
+            assert_eq!(
+                status, 401,
+                "{method} {path} with an unknown token (and a malformed body)"
+            );
+            let basic = {
+                let mut headers = reqwest::header::HeaderMap::new();
+                headers.insert(
+                    reqwest::header::AUTHORIZATION,
+                    reqwest::header::HeaderValue::from_static("Basic YTpi"),
+                );
+                reqwest::Client::builder()
+                    .default_headers(headers)
+                    .build()
+                    .unwrap()
+            };
+            let status = send(basic, "{not json").await.unwrap().status().as_u16();
+            assert_eq!(
+                status, 401,
+                "{method} {path} with a Basic authorization header (and a malformed body)"
             );
             let status = send(client_as(&unrelated), "{}")
                 .await

@@ -4,6 +4,7 @@
 
 use std::marker::PhantomData;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request, State};
@@ -18,7 +19,7 @@ use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
 use noema_proto::orchestrator::v1::orchestrator_service_client::OrchestratorServiceClient;
 use noema_proto::world::v1::world_service_client::WorldServiceClient;
-use noema_runtime::auth::AuthError;
+use noema_runtime::auth::{AuthError, Authenticator};
 use noema_runtime::client::TracedChannel;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -154,17 +155,31 @@ pub fn is_local_client(peer: Option<SocketAddr>, headers: &HeaderMap) -> bool {
     })
 }
 
-/// Refuses a request that carries no usable bearer token before anything reads its body,
-/// so an anonymous caller learns it must authenticate (401 with `WWW-Authenticate:
-/// Bearer`), not what its body lacks.
-/// The services still authenticate and authorise the token itself.
+/// What [`require_token`] checks a route's caller with: the route's error style, and the
+/// token authority (asked over gRPC, answers cached briefly, as every service does).
+#[derive(Clone)]
+pub struct TokenCheck {
+    pub style: ErrorStyle,
+    pub authenticator: Arc<dyn Authenticator>,
+}
+
+/// Refuses a request without a valid bearer token before anything reads its body, so a
+/// caller without one learns it must authenticate (401 with `WWW-Authenticate: Bearer`),
+/// not what its body lacks: a missing or malformed header, and a token the token
+/// authority rejects (unknown, revoked, expired). When the authority cannot be asked,
+/// the request goes on and the service answers for itself. The services still
+/// authenticate the token and check its scopes.
 pub async fn require_token(
-    State(style): State<ErrorStyle>,
+    State(check): State<TokenCheck>,
     request: Request,
     next: Next,
 ) -> Response {
+    let style = check.style;
     let refusal = match noema_runtime::auth::bearer_token(request.headers()) {
-        Ok(Some(_)) => return next.run(request).await,
+        Ok(Some(token)) => match check.authenticator.authenticate(token).await {
+            Ok(_) | Err(AuthError::Unavailable(_)) => return next.run(request).await,
+            Err(err) => err,
+        },
         Ok(None) => AuthError::Missing,
         Err(err) => err,
     };

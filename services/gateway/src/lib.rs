@@ -21,6 +21,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
+use noema_runtime::auth::{Authenticator, RemoteAuthenticator};
 use noema_runtime::client::{
     ClientOptions, LocalService, TracedChannel, channel, local_channel, unavailable_channel,
 };
@@ -49,9 +50,15 @@ pub struct GatewayConfig {
     pub request_timeout: Duration,
     pub max_body_bytes: usize,
     /// `auth.anonymous_scopes`: with none, a route that calls a service refuses a
-    /// request without a token before reading its body.
+    /// request without a valid token before reading its body.
     pub anonymous_scopes: Vec<String>,
+    /// `auth.cache_ttl_secs`: how long the gateway remembers the token authority's answer
+    /// about a token (the services check it again on every call).
+    pub token_cache_ttl: Duration,
 }
+
+/// The fronted service that resolves tokens (`IdentityService/Authenticate`).
+const TOKEN_AUTHORITY: &str = "identity";
 
 /// Shared by every handler: one lazily connected channel per fronted service (the route
 /// modules make their typed clients from it, see [`clients`]).
@@ -156,11 +163,19 @@ pub fn route_table() -> Vec<route::Route> {
 /// request span and metrics of the MCP request that carries them).
 pub fn router(state: GatewayState, config: &GatewayConfig) -> Router {
     let mut routes = Router::new();
+    let authenticator: Arc<dyn Authenticator> = Arc::new(RemoteAuthenticator::new(
+        state.channel(TOKEN_AUTHORITY),
+        config.token_cache_ttl,
+    ));
     for route in route_table() {
         let mut handler = route.method_router();
         if config.anonymous_scopes.is_empty() && !route.rpcs().is_empty() {
+            let check = forward::TokenCheck {
+                style: route.errors,
+                authenticator: authenticator.clone(),
+            };
             handler = handler.route_layer(axum::middleware::from_fn_with_state(
-                route.errors,
+                check,
                 forward::require_token,
             ));
         }

@@ -208,6 +208,7 @@ impl Node {
                 request_timeout: Duration::from_secs(config.gateway.request_timeout_secs),
                 max_body_bytes: config.gateway.max_body_bytes,
                 anonymous_scopes: config.auth.anonymous_scopes.clone(),
+                token_cache_ttl: Duration::from_secs(config.auth.cache_ttl_secs),
             };
             let state =
                 noema_gateway::GatewayState::connect(&gateway_config, local_service.as_ref())?;
