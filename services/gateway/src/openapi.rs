@@ -65,6 +65,16 @@ fn operation(route: &Route, schemas: &mut Schemas) -> Value {
         PROTECTED_ERRORS.to_vec()
     };
     errors.extend(route.errors.validation_status());
+    // What a route reads from its caller may be refused, and what a path names may not
+    // exist: every route answers these, public or not.
+    let takes_input =
+        !route.path_params().is_empty() || !doc.query.is_empty() || doc.body.is_some();
+    if public && takes_input {
+        errors.push((400, "Invalid input"));
+    }
+    if !route.path_params().is_empty() {
+        errors.push((404, "Nothing by that name, or not visible to the caller"));
+    }
     errors.extend(route.statuses.iter().copied());
     let error_schema = route.errors.schema(&mut schemas.responses).to_value();
     for (status, description) in errors {

@@ -25,6 +25,26 @@ pub struct CogniRelayError {
     pub error: String,
 }
 
+/// Every error body CogniRelay's routes answer, as the OpenAPI document describes it:
+/// [`CogniRelayError`], the original's bare `{"detail": "…"}` for a token's 401, and the
+/// original's structured 422s that the continuity service reproduces byte for byte
+/// (FastAPI's list of field errors, or an object naming the field and a code), so `detail`
+/// may be any JSON value and `code` and `error` may be absent
+/// (`shared/compat/cognirelay.md` fixes these shapes; the document follows them).
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "CogniRelayError")]
+#[allow(dead_code)] // describes bodies for the document; never built
+pub struct CogniRelayErrorShapes {
+    /// The failure's category, on the bodies Noema writes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<String>,
+    /// What went wrong: a text, or the original's structured detail.
+    detail: serde_json::Value,
+    /// The detail's text, on the bodies Noema writes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
 /// CogniRelay's 401 detail for an unauthenticated request, by the failure's reason.
 fn unauthenticated_detail(reason: Reason) -> &'static str {
     match reason {

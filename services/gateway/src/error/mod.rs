@@ -71,7 +71,9 @@ impl ErrorStyle {
             ErrorStyle::Noema => generator.subschema_for::<NoemaError>(),
             ErrorStyle::OpenCognition => generator.subschema_for::<OpenCognitionError>(),
             ErrorStyle::MoltNet => generator.subschema_for::<MoltNetProblem>(),
-            ErrorStyle::CogniRelay => generator.subschema_for::<CogniRelayError>(),
+            ErrorStyle::CogniRelay => {
+                generator.subschema_for::<cognirelay::CogniRelayErrorShapes>()
+            }
             ErrorStyle::CognitiveOs => generator.subschema_for::<CognitiveOsError>(),
         }
     }
