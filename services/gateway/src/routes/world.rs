@@ -180,6 +180,7 @@ pub struct EventsQuery {
     #[serde(default, deserialize_with = "first")]
     pub turn: Option<String>,
     #[serde(default, deserialize_with = "first")]
+    #[schemars(extend("enum" = ["json"]))]
     pub format: Option<String>,
     #[serde(default, deserialize_with = "first")]
     pub page_size: Option<String>,
@@ -208,6 +209,7 @@ pub struct InvocationsQuery {
     #[serde(default, deserialize_with = "first")]
     pub status: Option<String>,
     #[serde(default, deserialize_with = "first")]
+    #[schemars(extend("enum" = ["json"]))]
     pub format: Option<String>,
     #[serde(default, deserialize_with = "first")]
     pub page_size: Option<String>,
@@ -223,6 +225,7 @@ pub struct LlmCallsQuery {
     #[serde(default, deserialize_with = "first")]
     pub attempt_id: Option<String>,
     #[serde(default, deserialize_with = "first")]
+    #[schemars(extend("enum" = ["json"]))]
     pub format: Option<String>,
     #[serde(default, deserialize_with = "first")]
     pub page_size: Option<String>,

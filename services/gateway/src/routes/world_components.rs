@@ -25,6 +25,7 @@ pub const WORLD: Routes = Routes::new("world", ErrorStyle::Noema, "noema.world.v
 pub struct FormatQuery {
     /// `json` only.
     #[serde(default, deserialize_with = "first")]
+    #[schemars(extend("enum" = ["json"]))]
     pub format: Option<String>,
 }
 
@@ -49,6 +50,7 @@ pub fn check_format(format: Option<&str>) -> Result<(), ApiError> {
 pub struct PageQuery {
     /// `json` only.
     #[serde(default, deserialize_with = "first")]
+    #[schemars(extend("enum" = ["json"]))]
     pub format: Option<String>,
     /// Items to return (default 100, at most 1000).
     #[serde(default, deserialize_with = "first")]
