@@ -416,6 +416,22 @@ impl Reply for McpReply {
             description: "A notification or response was accepted",
             content: None,
         });
+        // The SDK's own refusals: a message that is not JSON-RPC 2.0 is answered with a
+        // JSON-RPC error object, and a client that does not accept both response media
+        // types with 406.
+        doc.responses.push(ResponseDoc {
+            status: 400,
+            description: "Not a JSON-RPC 2.0 message: a JSON-RPC error response",
+            content: Some((
+                "application/json",
+                serde_json::json!({"type": "object", "description": "JSON-RPC 2.0 error response"}),
+            )),
+        });
+        doc.responses.push(ResponseDoc {
+            status: 406,
+            description: "The Accept header does not name both application/json and text/event-stream",
+            content: None,
+        });
     }
 }
 

@@ -215,6 +215,7 @@ pub fn routes() -> Vec<Route> {
                 caller_identity,
             )
             .calls("GetCallerIdentity")
+            .status(404, "The token's peer is not a registered agent")
             .tool("moltnet_whoami", "Your identity: agent id, public key, fingerprint"),
     ]
 }

@@ -125,7 +125,9 @@ pub struct TraceBody {
 pub struct EvaluateInput {
     #[serde(default)]
     pub request_id: String,
+    /// 1-256 bytes.
     #[serde(default)]
+    #[schemars(required, length(min = 1, max = 64))]
     pub evaluator_id: String,
     /// The EvalResult.
     #[serde(default)]
@@ -235,6 +237,7 @@ pub struct RequestBody {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RequestQuery {
     /// `events`: rebuild the request from its events and compare with the live state
+    #[schemars(extend("enum" = ["events"]))]
     from: Option<String>,
     /// Events and evaluations included: default 100, at most 1000
     limit: Option<String>,
@@ -244,6 +247,7 @@ pub struct RequestQuery {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListQuery {
     /// Only requests in this state (e.g. APPROVAL_PENDING)
+    #[schemars(extend("enum" = ["RECEIVED", "PLANNED", "RISKED", "APPROVAL_PENDING", "EXECUTED", "BLOCKED", "TRACED", "EVALUATED", "REWARDED"]))]
     state: Option<String>,
     /// Items to return: default 50, at most 200
     limit: Option<String>,
@@ -308,6 +312,7 @@ pub struct PendingListBody {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct NextQuery {
     /// The evaluator asking (the caller, or anyone for an orchestrator:admin token)
+    #[schemars(length(min = 1, max = 64))]
     evaluator_id: Option<String>,
 }
 

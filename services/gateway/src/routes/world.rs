@@ -641,6 +641,7 @@ pub fn routes() -> Vec<Route> {
             .calls("CreateWorld")
             .tool("create_world", "Create a world at turn 0 from an assembled scenario")
             .feature(features::WORLD_KERNEL)
+            .status(404, "No assembled scenario has this hash")
             .status(409, "A world with this slug exists"),
         r.route(Verb::Get, "/worlds", "listWorlds", "Worlds by slug", list_worlds)
             .calls("ListWorlds")
