@@ -255,6 +255,27 @@ impl<T: JsonSchema> Input for RawJson<T> {
     }
 }
 
+/// A query string read as `T` (a name given twice is refused), documented by `T`'s
+/// schema. A query `T` cannot read is the route's own 400 (`MALFORMED_QUERY`) in its
+/// error shape, never axum's plain-text rejection.
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::try_from_uri(&parts.uri)
+            .map(|axum::extract::Query(value)| Query(value))
+            .map_err(|err| ApiError::malformed_query(format!("query: {}", err.body_text())))
+    }
+}
+
+impl<T: JsonSchema> Input for Query<T> {
+    fn document(doc: &mut OperationDoc, _schemas: &mut Schemas) {
+        doc.query_from::<T>();
+    }
+}
+
 /// A query string in which names may repeat (MoltNet's arrays: `tags=a&tags=b`, also
 /// `tags[]=a`), read as `T`: a `Vec<String>` field takes every value of its name, a
 /// field read with [`first`] the first one. Values are percent-decoded, `+` is a space.
@@ -414,6 +435,32 @@ mod tests {
                 proptest::prop_assert_eq!(err.0.reason, noema_core::Reason::MalformedBody);
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_query_that_cannot_be_read_is_a_malformed_query_error() {
+        #[derive(Debug, Deserialize)]
+        struct One {
+            #[allow(dead_code)]
+            a: Option<String>,
+        }
+        let parts = |uri: &str| {
+            axum::http::Request::builder()
+                .uri(uri)
+                .body(())
+                .unwrap()
+                .into_parts()
+                .0
+        };
+        let Err(err) = Query::<One>::from_request_parts(&mut parts("/x?a=1&a=2"), &()).await else {
+            panic!("a name given twice was read");
+        };
+        assert_eq!(err.0.reason, noema_core::Reason::MalformedQuery);
+        assert!(err.0.message.starts_with("query: "), "{}", err.0.message);
+        let Query(one) = Query::<One>::from_request_parts(&mut parts("/x?a=%41"), &())
+            .await
+            .unwrap();
+        assert_eq!(one.a.as_deref(), Some("A"));
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! and its `arguments` go on to the job's RPC as the caller wrote them.
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ErrorStyle};
 use crate::features;
-use crate::forward::{Caller, RawJson};
+use crate::forward::{Caller, Query, RawJson};
 use crate::go_json::GoJson;
 use crate::reply::Answer;
 use crate::route::{OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb};

@@ -3,7 +3,7 @@
 //! travels beside them, a query string goes on as a JSON object of its strings, and answers
 //! come back as the service wrote them.
 
-use axum::extract::{Path, Query};
+use axum::extract::Path;
 use noema_proto::continuity::v1 as pb;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call};
 use crate::features;
-use crate::forward::{Caller, RawJson};
+use crate::forward::{Caller, Query, RawJson};
 use crate::route::{Route, Verb};
 
 /// `POST /v1/coordination/handoff/create` body.

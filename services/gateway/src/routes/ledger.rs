@@ -2,7 +2,6 @@
 //! same paths, shapes and status codes, served by the ledger over gRPC. Their errors
 //! have always been Noema's own shape.
 
-use axum::extract::Query;
 use noema_core::time::proto::rfc3339_seconds;
 use noema_proto::common::v1::PageRequest;
 use noema_proto::ledger::v1 as pb;
@@ -11,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::ErrorStyle;
-use crate::forward::Caller;
+use crate::forward::{Caller, Query};
 use crate::go_json::GoJson;
 use crate::reply::Answer;
 use crate::route::{Route, Routes, Verb};

@@ -3,7 +3,7 @@
 //! decoding, field order and status codes, plus read-by-id and payload streaming.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query};
+use axum::extract::Path;
 use futures::StreamExt;
 use noema_core::time::proto::rfc3339_seconds;
 use noema_proto::common::v1::PageRequest;
@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ErrorStyle};
 use crate::features;
-use crate::forward::{Caller, RawJson};
+use crate::forward::{Caller, Query, RawJson};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, Created, Creates, Payload};
 use crate::route::{Route, Routes, Verb};

@@ -4,13 +4,12 @@
 //! as on the continuity routes; `GET /v1/read` hands its `path` parameter on as
 //! `{"path": …}` (`{}` without one, which the service answers with FastAPI's 422).
 
-use axum::extract::Query;
 use noema_proto::continuity::v1 as pb;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call};
-use crate::forward::Caller;
+use crate::forward::{Caller, Query};
 use crate::route::{Route, Verb};
 
 /// `GET /v1/read` parameters.

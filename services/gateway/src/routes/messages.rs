@@ -4,7 +4,6 @@
 //! strings go on as JSON objects of their strings, which the service validates as FastAPI
 //! validates query parameters.
 
-use axum::extract::Query;
 use noema_proto::continuity::v1 as pb;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -12,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call};
 use crate::features;
-use crate::forward::Caller;
+use crate::forward::{Caller, Query};
 use crate::route::{Route, Verb};
 
 /// `GET /v1/messages/pending` parameters.

@@ -5,7 +5,7 @@
 //! JSON documents as stored. Errors: 409 with the state and the calls allowed next, 422
 //! naming the field, 404 for an unknown request (`ErrorStyle::CognitiveOs`).
 
-use axum::extract::{Path, Query};
+use axum::extract::Path;
 use noema_proto::common::v1::PageRequest;
 use noema_proto::orchestrator::v1 as pb;
 use schemars::JsonSchema;
@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ErrorStyle};
 use crate::features;
-use crate::forward::{Caller, JsonBody, RawJson};
+use crate::forward::{Caller, JsonBody, Query, RawJson};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, Created, Creates};
 use crate::route::{Route, Routes, Verb};

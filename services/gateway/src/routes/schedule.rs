@@ -3,7 +3,7 @@
 //! them; the list's query string goes on as a JSON object of its strings. A create answers
 //! 201, or 200 when it replays an existing item exactly, as the original does.
 
-use axum::extract::{Path, Query};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::continuity::{COGNIRELAY, Original, Passed, body, call};
 use crate::error::ApiError;
-use crate::forward::{Caller, RawJson};
+use crate::forward::{Caller, Query, RawJson};
 use crate::route::{OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb};
 
 /// A schedule body, passed on as the caller's bytes (possibly empty).

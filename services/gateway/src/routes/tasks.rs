@@ -3,14 +3,14 @@
 //! as the caller's bytes; the query string goes on as a JSON object of its strings, which the
 //! service validates as FastAPI validates query parameters.
 
-use axum::extract::{Path, Query};
+use axum::extract::Path;
 use noema_proto::continuity::v1 as pb;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call};
-use crate::forward::Caller;
+use crate::forward::{Caller, Query};
 use crate::route::{Route, Verb};
 
 /// `GET /v1/tasks/query` parameters.

@@ -1,7 +1,6 @@
 //! CogniRelay's token routes (`shared/compat/cognirelay.md` §13): list, issue, revoke and
 //! rotate API tokens. Tokens are shown once, stored only as SHA-256.
 
-use axum::extract::Query;
 use noema_core::time::proto::{parse_rfc3339, rfc3339_seconds};
 use noema_proto::identity::v1 as pb;
 use schemars::JsonSchema;
@@ -9,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, ErrorStyle};
 use crate::features;
-use crate::forward::{Caller, JsonBody};
+use crate::forward::{Caller, JsonBody, Query};
 use crate::go_json::GoJson;
 use crate::reply::Answer;
 use crate::route::{Route, Routes, Verb};
