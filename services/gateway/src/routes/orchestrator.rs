@@ -237,7 +237,7 @@ pub struct RequestBody {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RequestQuery {
     /// `events`: rebuild the request from its events and compare with the live state
-    #[schemars(extend("enum" = ["events"]))]
+    #[schemars(extend("enum" = ["", "events"]))]
     from: Option<String>,
     /// Events and evaluations included: default 100, at most 1000
     limit: Option<String>,
@@ -247,7 +247,7 @@ pub struct RequestQuery {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListQuery {
     /// Only requests in this state (e.g. APPROVAL_PENDING)
-    #[schemars(extend("enum" = ["RECEIVED", "PLANNED", "RISKED", "APPROVAL_PENDING", "EXECUTED", "BLOCKED", "TRACED", "EVALUATED", "REWARDED"]))]
+    #[schemars(extend("enum" = ["", "RECEIVED", "PLANNED", "RISKED", "APPROVAL_PENDING", "EXECUTED", "BLOCKED", "TRACED", "EVALUATED", "REWARDED"]))]
     state: Option<String>,
     /// Items to return: default 50, at most 200
     limit: Option<String>,

@@ -137,7 +137,7 @@ pub struct SigningRequestsQuery {
     pub status: Vec<String>,
     /// 1-100, default 20
     #[serde(default, deserialize_with = "first")]
-    #[schemars(regex(pattern = r"^(100|[1-9][0-9]?)$"))]
+    #[schemars(regex(pattern = r"^(100|[1-9][0-9]?)?$"))]
     pub limit: Option<String>,
     /// Skip this many
     #[serde(default, deserialize_with = "first")]

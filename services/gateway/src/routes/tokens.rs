@@ -77,7 +77,7 @@ pub struct TokensQuery {
     pub peer_id: Option<String>,
     /// active, revoked or expired
     #[serde(default)]
-    #[schemars(extend("enum" = ["active", "revoked", "expired"]))]
+    #[schemars(extend("enum" = ["", "active", "revoked", "expired"]))]
     pub status: Option<String>,
     /// true to include revoked and expired tokens
     #[serde(default)]
