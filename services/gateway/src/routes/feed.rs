@@ -124,7 +124,7 @@ async fn feed(
 pub struct SearchQuery {
     /// Full-text query, 2-200 characters
     #[serde(default, deserialize_with = "first")]
-    #[schemars(required, length(min = 2, max = 200), regex(pattern = r"[A-Za-z0-9]"))]
+    #[schemars(required, length(min = 2, max = 200))]
     pub q: Option<String>,
     /// 1-50 (default 10)
     #[serde(default, deserialize_with = "first")]

@@ -237,7 +237,6 @@ pub struct RequestBody {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RequestQuery {
     /// `events`: rebuild the request from its events and compare with the live state
-    #[schemars(extend("enum" = ["", "events"]))]
     from: Option<String>,
     /// Events and evaluations included: default 100, at most 1000
     limit: Option<String>,
