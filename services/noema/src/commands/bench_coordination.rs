@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
@@ -60,6 +62,20 @@ pub enum Phase {
     Inbox,
     RestCall,
     McpCall,
+}
+
+/// What the bench reads of an MCP answer: whether it is an error, the rest checked as
+/// JSON but not kept (as the REST phases read theirs).
+#[derive(Deserialize)]
+struct McpAnswer {
+    result: Option<McpResult>,
+    error: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct McpResult {
+    #[serde(rename = "isError", default)]
+    is_error: bool,
 }
 
 struct Bench {
@@ -114,12 +130,13 @@ impl Bench {
             .await
             .map_err(|e| e.to_string())?;
         let status = response.status();
-        let answer: Value = response.json().await.map_err(|e| e.to_string())?;
+        let body = response.bytes().await.map_err(|e| e.to_string())?;
+        let answer: McpAnswer = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
         if !status.is_success()
-            || answer["result"]["isError"] == true
-            || answer.get("error").is_some()
+            || answer.error.is_some()
+            || answer.result.is_none_or(|result| result.is_error)
         {
-            return Err(format!("MCP {status}: {answer}"));
+            return Err(format!("MCP {status}: {}", String::from_utf8_lossy(&body)));
         }
         Ok(())
     }
@@ -132,11 +149,12 @@ impl Bench {
             .map_err(|e| e.to_string())?;
         let status = response.status();
         let body = response.bytes().await.map_err(|e| e.to_string())?;
-        if status.is_success() {
-            Ok(())
-        } else {
-            Err(format!("{status}: {}", String::from_utf8_lossy(&body)))
+        if !status.is_success() {
+            return Err(format!("{status}: {}", String::from_utf8_lossy(&body)));
         }
+        // Read as an MCP answer is (`mcp_inbox`), so both phases spend the same on it.
+        serde_json::from_slice::<IgnoredAny>(&body).map_err(|e| e.to_string())?;
+        Ok(())
     }
 
     async fn one(&self, phase: Phase) -> Result<Attempt, String> {
