@@ -6,6 +6,8 @@ use axum::body::Body;
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderName, Method, Request, Response};
 use rmcp::model::{CallToolResult, ContentBlock};
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::tools::{BODY_ARGUMENT, BodyArgs, ToolSpec};
@@ -128,10 +130,51 @@ fn percent_encode(text: &str, out: &mut String) {
     }
 }
 
+/// A tool's result, with its structured content kept as the JSON text the route answered
+/// (not parsed into a tree only to be written out again).
+pub struct ToolOutput {
+    /// The result without its structured content.
+    pub result: CallToolResult,
+    /// The structured content: always a JSON object.
+    pub structured: Option<Box<RawValue>>,
+}
+
+impl ToolOutput {
+    /// A tool execution error the caller can fix (bad arguments): text only.
+    pub fn error(message: String) -> ToolOutput {
+        ToolOutput {
+            result: CallToolResult::error(vec![ContentBlock::text(message)]),
+            structured: None,
+        }
+    }
+
+    /// The result as the SDK's type, structured content parsed.
+    pub fn into_result(self) -> Result<CallToolResult, String> {
+        let mut result = self.result;
+        if let Some(raw) = self.structured {
+            result.structured_content = Some(
+                serde_json::from_str(raw.get())
+                    .map_err(|err| format!("structured content: {err}"))?,
+            );
+        }
+        Ok(result)
+    }
+}
+
+/// The JSON a [`ToolOutput`] is on the wire: the SDK's result with its structured content
+/// written out as it is.
+#[derive(Serialize)]
+pub struct WireResult<'a> {
+    #[serde(flatten)]
+    pub result: &'a CallToolResult,
+    #[serde(rename = "structuredContent", skip_serializing_if = "Option::is_none")]
+    pub structured: Option<&'a RawValue>,
+}
+
 /// The tool result for the route's response: its JSON body as `structuredContent` and as
 /// text (an array body as `{"items": [...]}`, since structured content is an object for
 /// clients before 2026-07-28), other bodies as text or base64; `isError` unless 2xx.
-pub async fn tool_result(response: Response<Body>, limit: usize) -> Result<CallToolResult, String> {
+pub async fn tool_result(response: Response<Body>, limit: usize) -> Result<ToolOutput, String> {
     let status = response.status();
     let content_type = response
         .headers()
@@ -144,16 +187,21 @@ pub async fn tool_result(response: Response<Body>, limit: usize) -> Result<CallT
         .map_err(|err| format!("reading the response failed: {err}"))?;
     let is_json = content_type.starts_with("application/json")
         || content_type.starts_with("application/problem+json");
-    let (text, structured) = match (is_json, serde_json::from_slice::<Value>(&bytes)) {
-        (true, Ok(value)) => {
-            let text = String::from_utf8_lossy(&bytes).trim_end().to_owned();
-            let structured = match value {
-                Value::Object(_) => value,
-                other => json!({ "items": other }),
+    let json = is_json
+        .then(|| serde_json::from_slice::<Box<RawValue>>(&bytes).ok())
+        .flatten();
+    let (text, structured) = match json {
+        Some(raw) => {
+            let structured = if raw.get().starts_with('{') {
+                raw
+            } else {
+                serde_json::value::to_raw_value(&json!({ "items": raw }))
+                    .map_err(|err| format!("structured content: {err}"))?
             };
+            let text = String::from_utf8_lossy(&bytes).trim_end().to_owned();
             (text, structured)
         }
-        _ => {
+        None => {
             let structured = match std::str::from_utf8(&bytes) {
                 Ok(text) => {
                     json!({"content_type": content_type, "size_bytes": bytes.len(), "text": text})
@@ -164,17 +212,22 @@ pub async fn tool_result(response: Response<Body>, limit: usize) -> Result<CallT
                     "base64": data_encoding::BASE64.encode(&bytes),
                 }),
             };
-            (structured.to_string(), structured)
+            let text = structured.to_string();
+            let structured = serde_json::value::to_raw_value(&structured)
+                .map_err(|err| format!("structured content: {err}"))?;
+            (text, structured)
         }
     };
     let content = vec![ContentBlock::text(text)];
-    let mut result = if status.is_success() {
+    let result = if status.is_success() {
         CallToolResult::success(content)
     } else {
         CallToolResult::error(content)
     };
-    result.structured_content = Some(structured);
-    Ok(result)
+    Ok(ToolOutput {
+        result,
+        structured: Some(structured),
+    })
 }
 
 #[cfg(test)]

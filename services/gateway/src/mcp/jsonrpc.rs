@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
 
 /// The protocol revision whose clients may send batches (and the one a server assumes
 /// when a request carries no `MCP-Protocol-Version` header).

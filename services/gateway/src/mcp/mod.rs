@@ -14,6 +14,16 @@
 //! protocol by hand would mean following the revision churn (2026-07-28 removed the
 //! handshake, sessions and `ping`) ourselves.
 //!
+//! Two paths, one set of tools ([`Tools`]): the hot requests of a client with the
+//! handshake (`ping`, `tools/list`, `tools/call` as plain JSON POSTs, headers the
+//! transport would pass) are answered by the endpoint itself ([`direct`]), with the SDK's
+//! model types for the message and the answer and its rules for older clients; the
+//! stateless transport spends more on a service instance, two spawned tasks and channels
+//! per POST than the tool call itself costs. Everything else (`initialize`,
+//! notifications, the 2026-07-28 lifecycle, unknown methods, unusual headers) goes to the
+//! SDK's transport, whose handler calls the same [`Tools`]. A test compares both paths'
+//! answers message by message.
+//!
 //! Tools are the routes declared with [`Route::tool`](crate::route::Route::tool)
 //! ([`tools`]). `tools/list` shows a token only the tools its scopes allow, paged; a
 //! tool the token may not call is refused exactly as an unknown tool is. `tools/call`
@@ -21,15 +31,18 @@
 //! runs it through the gateway's router ([`call`]): the same handler, checks and errors
 //! as REST. The route's JSON answer is the result's `structuredContent` and its text; a
 //! non-2xx answer is a result with `isError: true` (a tool failure), while protocol
-//! problems (unknown tool, bad cursor) are JSON-RPC errors. Before a message reaches the
-//! SDK, [`jsonrpc`] checks its envelope (parse error, invalid request, invalid params as
-//! JSON-RPC errors where the SDK would answer 415 or "method not found") and splits a
-//! 2025-03-26 client's batch.
+//! problems (unknown tool, bad cursor) are JSON-RPC errors. On the direct path the
+//! structured content is the route's JSON text as it came (validated, not parsed into a
+//! tree and written out again). Before a message reaches either path, [`jsonrpc`] checks
+//! its envelope (parse error, invalid request, invalid params as JSON-RPC errors where
+//! the SDK would answer 415 or "method not found") and splits a 2025-03-26 client's
+//! batch.
 //!
 //! Adding a tool is one line on a route declaration in `routes/<svc>.rs`:
 //! `.tool("name", "one short sentence")`; nothing here changes.
 
 pub mod call;
+mod direct;
 pub mod jsonrpc;
 pub mod tools;
 
@@ -44,9 +57,8 @@ use axum::response::{IntoResponse, Response};
 use noema_core::scopes::Principal;
 use noema_proto::identity::v1 as pb;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
-    ServerConfig,
+    CacheScope, CallToolRequestParams, CallToolResponse, ErrorData, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -61,6 +73,7 @@ use tracing::Instrument;
 use crate::error::{ApiError, ErrorStyle};
 use crate::forward::Caller;
 use crate::route::{Input, OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb};
+use call::ToolOutput;
 use tools::ToolSpec;
 
 /// The endpoint's path.
@@ -97,11 +110,12 @@ pub fn handshake_version() -> &'static str {
         .unwrap_or(modern)
 }
 
-/// The MCP endpoint's state: the SDK's transport around Noema's handler.
+/// The MCP endpoint's state: Noema's tools, answered directly for the hot requests
+/// ([`direct`]) and through the SDK's transport for everything else.
 #[derive(Clone)]
 pub struct Mcp {
     transport: StreamableHttpService<Handler, NeverSessionManager>,
-    max_body_bytes: usize,
+    tools: Arc<Tools>,
 }
 
 impl Mcp {
@@ -113,12 +127,13 @@ impl Mcp {
 
     /// As [`Mcp::new`], with `page_size` tools per `tools/list` page.
     pub fn with_page_size(routes: Router, max_body_bytes: usize, page_size: usize) -> Mcp {
+        let tools = Arc::new(Tools {
+            routes,
+            max_body_bytes,
+            page_size: page_size.max(1),
+        });
         let handler = Handler {
-            shared: Arc::new(Shared {
-                routes,
-                max_body_bytes,
-                page_size: page_size.max(1),
-            }),
+            tools: Arc::clone(&tools),
         };
         let mut config = StreamableHttpServerConfig::default()
             .disable_allowed_hosts()
@@ -133,7 +148,7 @@ impl Mcp {
                 Arc::new(NeverSessionManager::default()),
                 config,
             ),
-            max_body_bytes,
+            tools,
         }
     }
 
@@ -148,7 +163,7 @@ impl Mcp {
     /// A JSON `POST`: its envelope checked ([`jsonrpc`]), a batch split into messages.
     async fn post(&self, request: Request) -> Response {
         let (parts, body) = request.into_parts();
-        let Ok(bytes) = axum::body::to_bytes(body, self.max_body_bytes).await else {
+        let Ok(bytes) = axum::body::to_bytes(body, self.tools.max_body_bytes).await else {
             return StatusCode::PAYLOAD_TOO_LARGE.into_response();
         };
         match serde_json::from_slice::<Value>(&bytes) {
@@ -160,12 +175,23 @@ impl Mcp {
             Ok(Value::Array(batch)) => self.batch(&parts, batch).await,
             Ok(message) => match jsonrpc::check(&message) {
                 Err(error) => rpc_error(error),
-                Ok(()) => {
-                    self.forward(Request::from_parts(parts, Body::from(bytes)))
-                        .await
-                }
+                Ok(()) => match self.direct(&parts, message).await {
+                    Some(answer) => direct::response(&answer),
+                    None => {
+                        self.forward(Request::from_parts(parts, Body::from(bytes)))
+                            .await
+                    }
+                },
             },
         }
+    }
+
+    /// The answer to a checked message the endpoint answers itself ([`direct`]), or
+    /// `None` when the SDK's transport must.
+    async fn direct(&self, parts: &http::request::Parts, message: Value) -> Option<direct::Answer> {
+        let principal = parts.extensions.get::<Principal>()?;
+        let request = direct::eligible(parts, message)?;
+        Some(direct::answer(&self.tools, principal, &parts.headers, request).await)
     }
 
     /// A batch: allowed only to 2025-03-26 clients; each message is answered as if sent
@@ -197,7 +223,14 @@ impl Mcp {
                 ));
                 continue;
             }
-            let mut single = Request::new(Body::from(message.to_string()));
+            let body = message.to_string();
+            if let Some(answer) = self.direct(parts, message).await {
+                answers.push(serde_json::to_value(&answer).unwrap_or_else(|err| {
+                    jsonrpc::error(id, jsonrpc::INTERNAL_ERROR, &err.to_string())
+                }));
+                continue;
+            }
+            let mut single = Request::new(Body::from(body));
             *single.method_mut() = Method::POST;
             *single.uri_mut() = parts.uri.clone();
             *single.headers_mut() = parts.headers.clone();
@@ -245,17 +278,84 @@ fn is_json(headers: &http::HeaderMap) -> bool {
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// What every request's handler shares.
-struct Shared {
+/// Noema's tools as MCP serves them, whichever path a request takes: the tool table
+/// filtered by the caller's scopes, and calls run through the gateway's router.
+struct Tools {
     routes: Router,
     max_body_bytes: usize,
     page_size: usize,
 }
 
-/// Noema's MCP server: tools from the route table, called through the router.
+impl Tools {
+    /// `tools/list`: the page at `request`'s cursor of the tools `principal` may call.
+    fn list(
+        &self,
+        principal: &Principal,
+        request: Option<PaginatedRequestParams>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let visible: Vec<&ToolSpec> = tools::table()
+            .tools
+            .iter()
+            .filter(|spec| spec.allowed(principal))
+            .collect();
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .ok()
+                .filter(|&start| start > 0 && start < visible.len())
+                .ok_or_else(|| ErrorData::invalid_params("invalid cursor", None))?,
+        };
+        let end = visible.len().min(start + self.page_size);
+        let mut result = ListToolsResult::with_all_items(
+            visible[start..end]
+                .iter()
+                .map(|spec| spec.tool.clone())
+                .collect(),
+        )
+        // The list depends on the token: no shared cache may keep it.
+        .with_cache_scope(CacheScope::Private)
+        .with_ttl_ms(60_000);
+        if end < visible.len() {
+            result.next_cursor = Some(end.to_string());
+        }
+        Ok(result)
+    }
+
+    /// `tools/call`: the tool's route run for `principal`, with the request's `headers`.
+    async fn call(
+        &self,
+        principal: &Principal,
+        headers: &http::HeaderMap,
+        request: CallToolRequestParams,
+    ) -> Result<ToolOutput, ErrorData> {
+        let spec = tools::table()
+            .get(&request.name)
+            .filter(|spec| spec.allowed(principal))
+            .ok_or_else(|| unknown_tool(&request.name))?;
+        let span = tracing::info_span!("mcp.tool", tool = %spec.name(), http.route = spec.path);
+        async {
+            let rest = match call::rest_request(spec, request.arguments, headers) {
+                Ok(rest) => rest,
+                Err(message) => return Ok(ToolOutput::error(message)),
+            };
+            let response = match self.routes.clone().oneshot(rest).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            call::tool_result(response, self.max_body_bytes)
+                .await
+                .map_err(|message| ErrorData::internal_error(message, None))
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+/// Noema's MCP server for the SDK's transport: [`Tools`] behind rmcp's handler trait.
 #[derive(Clone)]
 struct Handler {
-    shared: Arc<Shared>,
+    tools: Arc<Tools>,
 }
 
 /// The caller the endpoint authenticated, and its request headers.
@@ -296,33 +396,7 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let (principal, _) = caller(&context)?;
-        let visible: Vec<&ToolSpec> = tools::table()
-            .tools
-            .iter()
-            .filter(|spec| spec.allowed(principal))
-            .collect();
-        let start = match request.and_then(|r| r.cursor) {
-            None => 0,
-            Some(cursor) => cursor
-                .parse::<usize>()
-                .ok()
-                .filter(|&start| start > 0 && start < visible.len())
-                .ok_or_else(|| ErrorData::invalid_params("invalid cursor", None))?,
-        };
-        let end = visible.len().min(start + self.shared.page_size);
-        let mut result = ListToolsResult::with_all_items(
-            visible[start..end]
-                .iter()
-                .map(|spec| spec.tool.clone())
-                .collect(),
-        )
-        // The list depends on the token: no shared cache may keep it.
-        .with_cache_scope(CacheScope::Private)
-        .with_ttl_ms(60_000);
-        if end < visible.len() {
-            result.next_cursor = Some(end.to_string());
-        }
-        Ok(result)
+        self.tools.list(principal, request)
     }
 
     async fn call_tool(
@@ -331,29 +405,12 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let (principal, headers) = caller(&context)?;
-        let spec = tools::table()
-            .get(&request.name)
-            .filter(|spec| spec.allowed(principal))
-            .ok_or_else(|| unknown_tool(&request.name))?;
-        let span = tracing::info_span!("mcp.tool", tool = %spec.name(), http.route = spec.path);
-        async {
-            let rest = match call::rest_request(spec, request.arguments, headers) {
-                Ok(rest) => rest,
-                Err(message) => {
-                    return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
-                }
-            };
-            let response = match self.shared.routes.clone().oneshot(rest).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
-            call::tool_result(response, self.shared.max_body_bytes)
-                .await
-                .map(CallToolResponse::from)
-                .map_err(|message| ErrorData::internal_error(message, None))
-        }
-        .instrument(span)
-        .await
+        self.tools
+            .call(principal, headers, request)
+            .await?
+            .into_result()
+            .map(CallToolResponse::from)
+            .map_err(|message| ErrorData::internal_error(message, None))
     }
 }
 
