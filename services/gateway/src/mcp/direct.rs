@@ -137,8 +137,8 @@ fn host_parses(parts: &Parts) -> bool {
 
 /// An answer given here.
 pub enum Answer {
-    /// A message as the SDK's type.
-    Message(ServerJsonRpcMessage),
+    /// A message as the SDK's type (boxed: it is much larger than a tool's result).
+    Message(Box<ServerJsonRpcMessage>),
     /// A tool's result, whose structured content goes out as the route wrote it.
     Tool {
         id: RequestId,
@@ -200,10 +200,12 @@ pub async fn answer(
                     result,
                     structured,
                 },
-                (result, _) => Answer::Message(ServerJsonRpcMessage::response(result, id)),
+                (result, _) => {
+                    Answer::Message(Box::new(ServerJsonRpcMessage::response(result, id)))
+                }
             }
         }
-        Err(error) => Answer::Message(ServerJsonRpcMessage::error(error, Some(id))),
+        Err(error) => Answer::Message(Box::new(ServerJsonRpcMessage::error(error, Some(id)))),
     }
 }
 
