@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[macro_use]
 mod support;
 
 use std::sync::Arc;
@@ -14,27 +15,6 @@ use noema_store::sql::query;
 use noema_store::with_pool;
 use serde_json::{Value, json};
 use support::*;
-
-macro_rules! conformance {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::support::Backend::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::support::Backend::Postgres).await;
-                }
-            )*
-        }
-    };
-}
 
 conformance!(
     artifacts_are_per_tenant_and_audited,

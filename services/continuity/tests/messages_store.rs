@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[macro_use]
 mod support;
 
 use noema_continuity::domain::envelope::{sign, signing_blob};
@@ -12,27 +13,6 @@ use noema_continuity::domain::json::Json;
 use noema_continuity::ops::Options;
 use serde_json::{Value, json};
 use support::*;
-
-macro_rules! conformance {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::support::Backend::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::support::Backend::Postgres).await;
-                }
-            )*
-        }
-    };
-}
 
 conformance!(
     tracked_delivery_moves_by_acks_and_deadlines,

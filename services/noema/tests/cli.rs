@@ -233,6 +233,38 @@ struct Running {
     banner: String,
 }
 
+/// The owner token `noema up` saved in `data_dir`.
+fn owner_token(data_dir: &std::path::Path) -> String {
+    std::fs::read_to_string(data_dir.join("owner.token"))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+/// A key pair made by `noema keygen --out key` and registered in identity as `agent_id`;
+/// the keygen's JSON report.
+async fn register_agent_key(
+    http: &reqwest::Client,
+    rest: &str,
+    owner: &str,
+    key: &std::path::Path,
+    agent_id: &str,
+) -> serde_json::Value {
+    let out = run(noema().args(["keygen", "--out", key.to_str().unwrap()]));
+    let keygen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let registered = http
+        .post(format!("{rest}/v1/agents"))
+        .bearer_auth(owner)
+        .json(
+            &serde_json::json!({"agent_id": agent_id, "public_key": keygen["public_key_prefixed"]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status().as_u16(), 201);
+    keygen
+}
+
 /// Starts `noema up` logging at debug level into `log`.
 fn start_up(data_dir: &std::path::Path, log: &std::path::Path) -> Running {
     let log_file = std::fs::OpenOptions::new()
@@ -430,10 +462,7 @@ async fn nothing_acknowledged_is_lost_after_kill_9() {
     let log = dir.path().join("noema.log");
     let data = dir.path().join("data");
     let mut running = start_up(&data, &log);
-    let token = std::fs::read_to_string(data.join("owner.token"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let token = owner_token(&data);
     let http = noema_tools::tls::client().unwrap();
 
     // Writers run concurrently; the process is killed while they are still writing.
@@ -612,23 +641,11 @@ async fn cli_diary_entry_sign_and_verify() {
     let log = dir.path().join("noema.log");
     let data = dir.path().join("data");
     let mut running = start_up(&data, &log);
-    let owner = std::fs::read_to_string(data.join("owner.token"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let owner = owner_token(&data);
     let endpoint = format!("http://{}", running.grpc);
     let key = dir.path().join("agent.key");
-    let out = run(noema().args(["keygen", "--out", key.to_str().unwrap()]));
-    let keygen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let http = noema_tools::tls::client().unwrap();
-    let registered = http
-        .post(format!("{}/v1/agents", running.rest))
-        .bearer_auth(&owner)
-        .json(&serde_json::json!({"agent_id": "agent:diarist", "public_key": keygen["public_key_prefixed"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(registered.status().as_u16(), 201);
+    let keygen = register_agent_key(&http, &running.rest, &owner, &key, "agent:diarist").await;
     let issued: serde_json::Value = http
         .post(format!("{}/v1/security/tokens/issue", running.rest))
         .bearer_auth(&owner)
@@ -694,23 +711,11 @@ async fn cli_signed_shared_write() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let mut running = start_up(&data, &dir.path().join("noema.log"));
-    let owner = std::fs::read_to_string(data.join("owner.token"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let owner = owner_token(&data);
     let endpoint = format!("http://{}", running.grpc);
     let key = dir.path().join("planner.key");
-    let out = run(noema().args(["keygen", "--out", key.to_str().unwrap()]));
-    let keygen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let http = noema_tools::tls::client().unwrap();
-    let registered = http
-        .post(format!("{}/v1/agents", running.rest))
-        .bearer_auth(&owner)
-        .json(&serde_json::json!({"agent_id": "agent:planner", "public_key": keygen["public_key_prefixed"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(registered.status().as_u16(), 201);
+    let keygen = register_agent_key(&http, &running.rest, &owner, &key, "agent:planner").await;
     let issued: serde_json::Value = http
         .post(format!("{}/v1/security/tokens/issue", running.rest))
         .bearer_auth(&owner)
@@ -830,10 +835,7 @@ async fn cli_mcp_tools_lists_what_the_token_may_call() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let mut running = start_up(&data, &dir.path().join("noema.log"));
-    let owner = std::fs::read_to_string(data.join("owner.token"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let owner = owner_token(&data);
     let issued: serde_json::Value = noema_tools::tls::client()
         .unwrap()
         .post(format!("{}/v1/security/tokens/issue", running.rest))
@@ -922,10 +924,7 @@ async fn cli_memory_search_and_tasks() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let mut running = start_up(&data, &dir.path().join("noema.log"));
-    let owner = std::fs::read_to_string(data.join("owner.token"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let owner = owner_token(&data);
     let endpoint = format!("http://{}", running.grpc);
     let client = ["--endpoint", endpoint.as_str(), "--token", owner.as_str()];
     let json = |args: &[&str]| {
@@ -1053,10 +1052,7 @@ async fn backup_while_running_then_restore_into_a_new_dir() {
     let log = dir.path().join("noema.log");
     let data = dir.path().join("data");
     let mut running = start_up(&data, &log);
-    let token = std::fs::read_to_string(data.join("owner.token"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let token = owner_token(&data);
     let http = noema_tools::tls::client().unwrap();
     let mut ids = Vec::new();
     for i in 0..3 {

@@ -13,6 +13,30 @@ use noema_core::scopes::Principal;
 use noema_store::{Database, DbOptions, ObjectStore};
 use serde_json::{Value, json};
 
+/// Runs each named `async fn case(Backend)` of the test file once on SQLite (`sqlite::case`)
+/// and once on Postgres (`postgres::case`). Not every file that shares this module uses it.
+#[allow(unused_macros)]
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::support::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::support::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Sqlite,
