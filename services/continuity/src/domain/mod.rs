@@ -41,6 +41,7 @@
 
 pub mod access;
 pub mod artifacts;
+pub mod bm25;
 pub mod cold;
 pub mod context;
 pub mod coordination;

@@ -16,7 +16,9 @@ use noema_store::{Backend, with_pool};
 use time::OffsetDateTime;
 
 use super::ContinuityStore;
+use super::memory_terms;
 use super::writes::{Landed, Write};
+use crate::domain::bm25::{self, Weights};
 use crate::domain::memory::{Description, RebuildCounts, describe, modified, revision_id};
 use crate::error::Error;
 
@@ -170,10 +172,18 @@ impl ContinuityStore {
     /// The tenant's documents matching `q`: by relevance (then path) or newest first.
     /// Without terms, the most recently modified documents.
     pub async fn memory_hits(&self, tenant: &str, q: &HitQuery) -> Result<Vec<HitRow>, Error> {
-        Ok(with_pool!(self.database(), |pool| {
-            let mut b = hit_statement(pool_backend(pool), tenant, q);
-            b.build().fetch_all(pool).await?
-        }))
+        match self.database() {
+            // Words FTS5 reads as one token each: relevance from the stored term counts.
+            noema_store::Database::Sqlite(pool)
+                if !q.terms.is_empty() && q.terms.iter().all(|t| bm25::single_token(t)) =>
+            {
+                counted_hits(pool, tenant, q).await
+            }
+            database => Ok(with_pool!(database, |pool| {
+                let mut b = hit_statement(pool_backend(pool), tenant, q);
+                b.build().fetch_all(pool).await?
+            })),
+        }
     }
 
     /// How many documents the tenant has and its latest change.
@@ -239,43 +249,55 @@ fn fts_match(terms: &[String]) -> String {
 const SQLITE_RELEVANCE: &str = "-bm25(memory_fts, 0.0, 2.0, 1.0)";
 const PG_RELEVANCE: &str = "CAST(ts_rank(s.terms, q.q) AS DOUBLE PRECISION)";
 
+/// A search in three steps, so that a query whose words most documents contain costs one
+/// relevance per match and nothing more:
+/// 1. `matches`: the engine's matches of the tenant with their relevance, computed once per
+///    match, and only the narrow columns the filters and the order need (on SQLite read from
+///    `memory_documents_rank_idx`, so a match never reads its document's row, whose content
+///    spans overflow pages);
+/// 2. `top`: the best `limit` of them, in the order hits are answered in;
+/// 3. the columns a hit shows, read for those `limit` documents only.
+///
+/// A recency listing (no terms) walks `memory_documents_recent_idx` instead.
 fn hit_statement<'a, D: Engine>(
     backend: Backend,
     tenant: &'a str,
     q: &'a HitQuery,
 ) -> Builder<'a, D> {
-    let searching = !q.terms.is_empty();
-    let relevance = match backend {
-        Backend::Sqlite => SQLITE_RELEVANCE,
-        Backend::Postgres => PG_RELEVANCE,
-    };
-    let mut b = match (searching, backend) {
-        (false, _) => {
-            let mut b = Builder::new(format!(
-                "SELECT {HIT_COLUMNS}, CAST(0.0 AS DOUBLE PRECISION) AS relevance \
-                 FROM memory_documents d WHERE d.tenant = "
-            ));
-            b.push_bind(tenant);
-            b
-        }
-        (true, Backend::Sqlite) => {
+    if q.terms.is_empty() {
+        let mut b = Builder::new(format!(
+            "SELECT {HIT_COLUMNS}, CAST(0.0 AS DOUBLE PRECISION) AS relevance \
+             FROM memory_documents d WHERE d.tenant = "
+        ));
+        b.push_bind(tenant);
+        push_filters(&mut b, q);
+        b.push(" ORDER BY d.modified_micros DESC, d.path ASC LIMIT ");
+        b.push_bind(q.limit);
+        return b;
+    }
+    let mut b = match backend {
+        Backend::Sqlite => {
             // CROSS JOIN keeps the full-text match the outer loop: given a time window, the
             // planner would otherwise walk the tenant's documents by modification time and
             // run the whole MATCH once per document (seconds at 1,000 large documents).
+            // MATERIALIZED keeps the relevance a column: inlined, it would be computed again
+            // for the order.
             let mut b = Builder::new(format!(
-                "SELECT {HIT_COLUMNS}, {relevance} AS relevance \
-                 FROM memory_fts CROSS JOIN memory_documents d ON d.id = memory_fts.rowid \
-                 WHERE memory_fts MATCH "
+                "WITH matches AS MATERIALIZED (SELECT d.id, {SQLITE_RELEVANCE} AS relevance, \
+                 d.importance, d.path, d.modified_micros FROM memory_fts CROSS JOIN \
+                 memory_documents d INDEXED BY memory_documents_rank_idx \
+                 ON d.id = memory_fts.rowid WHERE memory_fts MATCH "
             ));
             b.push_bind(fts_match(&q.terms));
             b.push(" AND d.tenant = ");
             b.push_bind(tenant);
             b
         }
-        (true, Backend::Postgres) => {
+        Backend::Postgres => {
             let mut b = Builder::new(format!(
-                "SELECT {HIT_COLUMNS}, {relevance} AS relevance \
-                 FROM memory_search s JOIN memory_documents d ON d.id = s.id, (SELECT "
+                "WITH matches AS MATERIALIZED (SELECT d.id, {PG_RELEVANCE} AS relevance, \
+                 d.importance, d.path, d.modified_micros FROM memory_search s \
+                 JOIN memory_documents d ON d.id = s.id, (SELECT "
             ));
             for (i, term) in q.terms.iter().enumerate() {
                 if i > 0 {
@@ -292,6 +314,95 @@ fn hit_statement<'a, D: Engine>(
             b
         }
     };
+    push_filters(&mut b, q);
+    push_top(&mut b, q);
+    b
+}
+
+/// The end of a search statement whose `matches` are open: the best `limit` of them, then
+/// the columns a hit shows for those only, in the order of the hits.
+fn push_top<'a, D: Engine>(b: &mut Builder<'a, D>, q: &'a HitQuery) {
+    let (inner, outer) = if q.by_recency {
+        (
+            "modified_micros DESC, path ASC",
+            "d.modified_micros DESC, d.path ASC",
+        )
+    } else {
+        (
+            "relevance + COALESCE(importance, 0) DESC, path ASC",
+            "top.relevance + COALESCE(d.importance, 0) DESC, d.path ASC",
+        )
+    };
+    b.push(format!(
+        "), top AS MATERIALIZED (SELECT id, relevance FROM matches ORDER BY {inner} LIMIT "
+    ));
+    b.push_bind(q.limit);
+    b.push(format!(
+        ") SELECT {HIT_COLUMNS}, top.relevance AS relevance FROM top \
+         CROSS JOIN memory_documents d ON d.id = top.id ORDER BY {outer}"
+    ));
+}
+
+/// A search on SQLite whose terms are single tokens: `memory_fts` still finds the matches,
+/// but each match's relevance is FTS5's `bm25()` evaluated from its stored term counts
+/// ([`memory_terms`], [`bm25`]) rather than by FTS5 walking every occurrence of the terms;
+/// the hits, their relevance and their order are the ones [`hit_statement`] answers.
+async fn counted_hits(
+    pool: &sqlx::SqlitePool,
+    tenant: &str,
+    q: &HitQuery,
+) -> Result<Vec<HitRow>, Error> {
+    // One read transaction: the index's counts and the matches of one snapshot.
+    let mut tx = pool.begin().await?;
+    let (totals, with_term) = memory_terms::weights(&mut tx, &q.terms).await?;
+    let weights = Weights::new(totals, &with_term);
+    // Each term's postings are read as one range of `memory_terms` (term first), then
+    // grouped by document: looked up document by document instead, they cost a B-tree
+    // descent per match and term.
+    let mut b = Builder::<sqlx::Sqlite>::new("WITH freqs AS MATERIALIZED (SELECT doc");
+    for (i, term) in q.terms.iter().enumerate() {
+        b.push(", SUM(CASE term WHEN ");
+        b.push_bind(term.as_str());
+        b.push(format!(" THEN freq ELSE 0 END) AS f{i}"));
+    }
+    b.push(" FROM memory_terms WHERE term IN (");
+    b.push_list(q.terms.iter().map(String::as_str));
+    b.push(") GROUP BY doc), matches AS MATERIALIZED (SELECT d.id, (0.0");
+    // FTS5's sum, term by term: idf * ((f * (k1 + 1)) / (f + k1 * (1 - b + b * D / avgdl))).
+    for (i, idf) in weights.idf.iter().enumerate() {
+        b.push(" + ");
+        b.push_bind(*idf);
+        b.push(format!(" * ((f.f{i} * "));
+        b.push_bind(bm25::K1_PLUS_1);
+        b.push(format!(") / (f.f{i} + "));
+        b.push_bind(bm25::K1);
+        b.push(" * (");
+        b.push_bind(bm25::ONE_MINUS_B);
+        b.push(" + ");
+        b.push_bind(bm25::B);
+        b.push(" * n.tokens / ");
+        b.push_bind(weights.avgdl);
+        b.push(")))");
+    }
+    // `memory_fts` decides what matches, as it does for `hit_statement`.
+    b.push(
+        ") AS relevance, d.importance, d.path, d.modified_micros FROM freqs f \
+         CROSS JOIN memory_documents d INDEXED BY memory_documents_rank_idx ON d.id = f.doc \
+         CROSS JOIN memory_term_documents n ON n.doc = d.id WHERE d.tenant = ",
+    );
+    b.push_bind(tenant);
+    b.push(" AND d.id IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ");
+    b.push_bind(fts_match(&q.terms));
+    b.push(")");
+    push_filters(&mut b, q);
+    push_top(&mut b, q);
+    let hits: Vec<HitRow> = b.build().fetch_all(&mut tx).await?;
+    tx.commit().await?;
+    Ok(hits)
+}
+
+/// The time window, type and namespace filters of a hit query, on the documents as `d`.
+fn push_filters<'a, D: Engine>(b: &mut Builder<'a, D>, q: &'a HitQuery) {
     if let Some(since) = q.since_micros {
         b.push(" AND d.modified_micros >= ");
         b.push_bind(since);
@@ -315,16 +426,6 @@ fn hit_statement<'a, D: Engine>(
         }
         b.push(")");
     }
-    if q.by_recency || !searching {
-        b.push(" ORDER BY d.modified_micros DESC, d.path ASC");
-    } else {
-        b.push(format!(
-            " ORDER BY {relevance} + COALESCE(d.importance, 0) DESC, d.path ASC"
-        ));
-    }
-    b.push(" LIMIT ");
-    b.push_bind(q.limit);
-    b
 }
 
 pub(super) async fn put<D: Engine>(
@@ -406,20 +507,30 @@ pub(super) async fn put<D: Engine>(
             id
         }
     };
-    index(tx, id, &w.tenant, &w.path, &content).await?;
+    // An appended line's terms are counted on their own when its tokens cannot run into
+    // the document's last ones.
+    let appended = match (&w.change, &current) {
+        (MemoryChange::Append(line), Some((_, old, _))) if bm25::separate_at_seam(old, line) => {
+            Some(line.as_str())
+        }
+        _ => None,
+    };
+    index(tx, id, &w.tenant, &w.path, &content, appended).await?;
     Ok(MemoryWritten {
         revision_id: revision,
         committed: true,
     })
 }
 
-/// Writes document `id`'s index row.
+/// Writes document `id`'s index row (and on SQLite its term counts: those of `appended`
+/// added when it is the only change since the row was last written, all of them otherwise).
 async fn index<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     id: i64,
     tenant: &str,
     path: &str,
     content: &str,
+    appended: Option<&str>,
 ) -> Result<(), Error> {
     match D::BACKEND {
         Backend::Sqlite => {
@@ -434,6 +545,10 @@ async fn index<D: Engine>(
                 .bind(content)
                 .execute(tx.conn())
                 .await?;
+            match appended {
+                Some(line) => memory_terms::append(tx, id, line).await?,
+                None => memory_terms::replace(tx, id, path, content).await?,
+            }
         }
         Backend::Postgres => {
             let sql = format!(
@@ -473,13 +588,27 @@ async fn rebuild<D: Engine>(
                 .into_iter()
                 .map(|(id, path, body)| (id, (path, body)))
                 .collect();
+            // Documents with term counts: one without them (lost with a damaged index) has
+            // them written again even when its FTS5 row is intact.
+            let counted: Vec<(i64,)> = query(
+                "SELECT n.doc FROM memory_term_documents n JOIN memory_documents d \
+                 ON d.id = n.doc WHERE d.tenant = $1",
+            )
+            .bind(tenant)
+            .fetch_all(tx.conn())
+            .await?;
+            let counted: std::collections::HashSet<i64> =
+                counted.into_iter().map(|(id,)| id).collect();
             for (id, path, content) in &documents {
                 match indexed.get(id) {
                     Some((Some(p), Some(b))) if p == path && b == content => {
+                        if !counted.contains(id) {
+                            memory_terms::replace(tx, *id, path, content).await?;
+                        }
                         counts.unchanged += 1;
                     }
                     _ => {
-                        index(tx, *id, tenant, path, content).await?;
+                        index(tx, *id, tenant, path, content, None).await?;
                         counts.changed += 1;
                     }
                 }
@@ -491,8 +620,10 @@ async fn rebuild<D: Engine>(
                     .bind(*id)
                     .execute(tx.conn())
                     .await?;
+                memory_terms::remove(tx, *id).await?;
                 counts.removed += 1;
             }
+            memory_terms::recount(tx).await?;
         }
         Backend::Postgres => {
             let sql = format!(
@@ -504,7 +635,7 @@ async fn rebuild<D: Engine>(
             let stale: Vec<(i64,)> = query(&sql).bind(tenant).fetch_all(tx.conn()).await?;
             for (id,) in &stale {
                 if let Some((_, path, content)) = documents.iter().find(|(d, _, _)| d == id) {
-                    index(tx, *id, tenant, path, content).await?;
+                    index(tx, *id, tenant, path, content, None).await?;
                 }
             }
             counts.changed = i64::try_from(stale.len()).unwrap_or(i64::MAX);

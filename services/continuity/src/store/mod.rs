@@ -12,6 +12,7 @@
 
 mod coordination;
 mod memory;
+mod memory_terms;
 mod messages;
 mod reads;
 mod schedule;

@@ -1,0 +1,175 @@
+//! SQLite only: each indexed document's term counts (migration 0007), from which search
+//! computes FTS5's `bm25()` relevance itself ([`crate::domain::bm25`]).
+//!
+//! FTS5 computes a document's `bm25()` by walking every occurrence of every query term in
+//! it; a word most documents contain then costs its whole position list per query (tens of
+//! milliseconds at 1,000 documents of 20 KB). The counts it needs are stored here instead,
+//! written in the transaction that writes the document's FTS5 row, so they always describe
+//! what `memory_fts` holds: per term and document the weighted frequency (path tokens 2,
+//! body tokens 1, as search weighs them), per document its tokens, and the index's totals
+//! (FTS5's statistics are table-wide). `memory_fts` still decides which documents match.
+//!
+//! The tokens are FTS5's own: the text is tokenized by a one-row contentless FTS5 table of
+//! the connection (`temp.memory_tokenizer`, the index's tokenizer) and read back through its
+//! `fts5vocab` instance table, so no second tokenizer can disagree with the index. An append
+//! counts the appended line only.
+
+use noema_store::audit::AuditedTx;
+use noema_store::sql::{Conn, Engine, query};
+
+use crate::domain::bm25::IndexTotals;
+use crate::error::Error;
+
+const TOKENIZER: &str = "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_tokenizer USING \
+     fts5(path, body, content = '', tokenize = 'unicode61 remove_diacritics 2')";
+const TOKENIZER_INSTANCES: &str = "CREATE VIRTUAL TABLE IF NOT EXISTS \
+     temp.memory_tokenizer_instances USING fts5vocab(temp, memory_tokenizer, instance)";
+
+/// Tokenizes `path` and `body` into the connection's tokenizer table (its only row); answers
+/// how many tokens they have.
+async fn tokenize<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    path: &str,
+    body: &str,
+) -> Result<i64, Error> {
+    query(TOKENIZER).execute(tx.conn()).await?;
+    query(TOKENIZER_INSTANCES).execute(tx.conn()).await?;
+    query("INSERT INTO temp.memory_tokenizer (memory_tokenizer) VALUES ('delete-all')")
+        .execute(tx.conn())
+        .await?;
+    query("INSERT INTO temp.memory_tokenizer (rowid, path, body) VALUES (1, $1, $2)")
+        .bind(path)
+        .bind(body)
+        .execute(tx.conn())
+        .await?;
+    let (tokens,): (i64,) = query("SELECT COUNT(*) FROM temp.memory_tokenizer_instances")
+        .fetch_one(tx.conn())
+        .await?;
+    Ok(tokens)
+}
+
+/// Document `id`'s counts, replaced by those of `path` and `content` (its FTS5 row's).
+pub(super) async fn replace<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    id: i64,
+    path: &str,
+    content: &str,
+) -> Result<(), Error> {
+    let tokens = tokenize(tx, path, content).await?;
+    remove(tx, id).await?;
+    query(
+        "INSERT INTO memory_terms (term, doc, freq) SELECT term, $1, \
+         SUM(CASE col WHEN 'path' THEN 2 ELSE 1 END) FROM temp.memory_tokenizer_instances \
+         GROUP BY term",
+    )
+    .bind(id)
+    .execute(tx.conn())
+    .await?;
+    query("INSERT INTO memory_term_documents (doc, tokens) VALUES ($1, $2)")
+        .bind(id)
+        .bind(tokens)
+        .execute(tx.conn())
+        .await?;
+    query("UPDATE memory_term_totals SET documents = documents + 1, tokens = tokens + $1")
+        .bind(tokens)
+        .execute(tx.conn())
+        .await?;
+    Ok(())
+}
+
+/// Document `id`'s counts, with those of `line` (body text appended to it) added.
+pub(super) async fn append<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    id: i64,
+    line: &str,
+) -> Result<(), Error> {
+    let tokens = tokenize(tx, "", line).await?;
+    query(
+        "INSERT INTO memory_terms (term, doc, freq) SELECT term, $1, COUNT(*) \
+         FROM temp.memory_tokenizer_instances WHERE true GROUP BY term \
+         ON CONFLICT (term, doc) DO UPDATE SET freq = freq + excluded.freq",
+    )
+    .bind(id)
+    .execute(tx.conn())
+    .await?;
+    query("UPDATE memory_term_documents SET tokens = tokens + $1 WHERE doc = $2")
+        .bind(tokens)
+        .bind(id)
+        .execute(tx.conn())
+        .await?;
+    query("UPDATE memory_term_totals SET tokens = tokens + $1")
+        .bind(tokens)
+        .execute(tx.conn())
+        .await?;
+    Ok(())
+}
+
+/// Drops document `id`'s counts (when its FTS5 row is dropped).
+pub(super) async fn remove<D: Engine>(tx: &mut AuditedTx<'_, D>, id: i64) -> Result<(), Error> {
+    query("DELETE FROM memory_terms WHERE doc = $1")
+        .bind(id)
+        .execute(tx.conn())
+        .await?;
+    let old: Option<(i64,)> = query("SELECT tokens FROM memory_term_documents WHERE doc = $1")
+        .bind(id)
+        .fetch_optional(tx.conn())
+        .await?;
+    let Some((tokens,)) = old else {
+        return Ok(());
+    };
+    query("DELETE FROM memory_term_documents WHERE doc = $1")
+        .bind(id)
+        .execute(tx.conn())
+        .await?;
+    query("UPDATE memory_term_totals SET documents = documents - 1, tokens = tokens - $1")
+        .bind(tokens)
+        .execute(tx.conn())
+        .await?;
+    Ok(())
+}
+
+/// The index's totals and, for each term, how many documents contain it.
+pub(super) async fn weights<'c, D: Engine>(
+    conn: impl Into<Conn<'c, D>>,
+    terms: &[String],
+) -> Result<(IndexTotals, Vec<i64>), Error> {
+    let mut b = noema_store::sql::Builder::<D>::new(
+        "SELECT -1 AS term, documents, tokens FROM memory_term_totals",
+    );
+    for (i, term) in terms.iter().enumerate() {
+        b.push(format!(
+            " UNION ALL SELECT {i}, COUNT(*), 0 FROM memory_terms WHERE term = "
+        ));
+        b.push_bind(term.as_str());
+    }
+    let rows: Vec<(i64, i64, i64)> = b.build().fetch_all(conn).await?;
+    let mut totals = IndexTotals {
+        documents: 0,
+        tokens: 0,
+    };
+    let mut with_term = vec![0; terms.len()];
+    for (term, count, tokens) in rows {
+        match usize::try_from(term) {
+            Ok(i) if i < with_term.len() => with_term[i] = count,
+            _ => {
+                totals = IndexTotals {
+                    documents: count,
+                    tokens,
+                };
+            }
+        }
+    }
+    Ok((totals, with_term))
+}
+
+/// Recovery: the totals recounted from the documents' counts.
+pub(super) async fn recount<D: Engine>(tx: &mut AuditedTx<'_, D>) -> Result<(), Error> {
+    query(
+        "UPDATE memory_term_totals SET \
+         documents = (SELECT COUNT(*) FROM memory_term_documents), \
+         tokens = (SELECT COALESCE(SUM(tokens), 0) FROM memory_term_documents)",
+    )
+    .execute(tx.conn())
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,207 @@
+//! SQLite: search's relevance, computed from the stored term counts, is FTS5's own
+//! `bm25()` bit for bit, and the hits come in the order FTS5's ranking gives them, through
+//! writes, rewrites, appends (to a document without a final newline too), several tenants,
+//! and a rebuild after the index and the counts were damaged.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use noema_continuity::store::HitQuery;
+use noema_store::sql::query;
+use noema_store::with_pool;
+use serde_json::json;
+use support::*;
+
+/// FTS5's own ranking of the tenant's documents: `(path, relevance)`, best first.
+async fn fts5_ranking(h: &Harness, tenant: &str, terms: &[&str]) -> Vec<(String, f64)> {
+    let matching = terms
+        .iter()
+        .map(|t| format!("\"{t}\""))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    with_pool!(&h.db, |pool| {
+        query(
+            "SELECT d.path, -bm25(memory_fts, 0.0, 2.0, 1.0) FROM memory_fts \
+             CROSS JOIN memory_documents d ON d.id = memory_fts.rowid \
+             WHERE memory_fts MATCH $1 AND d.tenant = $2 \
+             ORDER BY -bm25(memory_fts, 0.0, 2.0, 1.0) + COALESCE(d.importance, 0) DESC, \
+             d.path ASC",
+        )
+        .bind(matching)
+        .bind(tenant)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+    })
+}
+
+/// What search answers: `(path, relevance)` in its order.
+async fn counted_ranking(
+    h: &Harness,
+    tenant: &str,
+    terms: &[&str],
+    limit: i64,
+) -> Vec<(String, f64)> {
+    h.store
+        .memory_hits(
+            tenant,
+            &HitQuery {
+                terms: terms.iter().map(|t| (*t).to_owned()).collect(),
+                limit,
+                ..HitQuery::default()
+            },
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|hit| (hit.path, hit.relevance))
+        .collect()
+}
+
+const QUERIES: &[&[&str]] = &[
+    &["whales"],
+    &["blue", "whales"],
+    &["the"],
+    &["the", "krill", "dawn"],
+    &["memory"],
+    &["episodic", "the"],
+    &["abc"],
+    &["abc5"],
+    &["nothing"],
+];
+
+async fn assert_same_rankings(h: &Harness) {
+    for tenant in ["agent:a", "agent:b"] {
+        for terms in QUERIES {
+            let expected = fts5_ranking(h, tenant, terms).await;
+            assert_eq!(
+                counted_ranking(h, tenant, terms, 1000).await,
+                expected,
+                "{tenant} {terms:?}"
+            );
+            // A limit keeps the best ones.
+            let best: Vec<_> = expected.iter().take(2).cloned().collect();
+            assert_eq!(counted_ranking(h, tenant, terms, 2).await, best);
+        }
+    }
+}
+
+/// Text of `n` sentences drawn in turn from a small vocabulary.
+fn text(seed: usize, n: usize) -> String {
+    const WORDS: &[&str] = &[
+        "the", "blue", "whales", "sing", "at", "dawn", "krill", "the", "ocean", "deep", "the",
+        "memory", "tide",
+    ];
+    (0..n)
+        .map(|i| {
+            (0..(3 + (seed + i) % 7))
+                .map(|k| WORDS[(seed * 7 + i * 3 + k * 5) % WORDS.len()])
+                .collect::<Vec<_>>()
+                .join(" ")
+                + "."
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counted_relevance_is_fts5s_bm25() {
+    let h = harness(Backend::Sqlite).await;
+    for (tenant, docs) in [("agent:a", 12), ("agent:b", 5)] {
+        let caller = agent(tenant);
+        for i in 0..docs {
+            let (path, content) = match i % 3 {
+                0 => (
+                    format!("memory/core/note-{i}.md"),
+                    format!("---\nimportance: 0.{i}\n---\n{}", text(i, 2 + i)),
+                ),
+                1 => (format!("journal/2026/day-{i}.md"), text(i, 1 + 2 * i)),
+                _ => (
+                    format!("memory/episodic/whales-{i}.jsonl"),
+                    format!("{}\n", json!({"text": text(i, i)})),
+                ),
+            };
+            h.continuity
+                .write_file(&caller, &body(json!({"path": path, "content": content})))
+                .await
+                .unwrap();
+        }
+    }
+    assert_same_rankings(&h).await;
+
+    let a = agent("agent:a");
+    // Rewrites, and appends counted line by line, to a document without a final newline too.
+    h.continuity
+        .write_file(
+            &a,
+            &body(json!({"path": "memory/core/note-3.md", "content": "krill only"})),
+        )
+        .await
+        .unwrap();
+    for i in 0..6 {
+        h.continuity
+            .append_record(
+                &a,
+                &body(json!({"path": "memory/episodic/whales-2.jsonl", "record": {"text": text(i, 2)}})),
+            )
+            .await
+            .unwrap();
+    }
+    h.continuity
+        .write_file(
+            &a,
+            &body(json!({"path": "memory/episodic/seam.jsonl", "content": "tail abc"})),
+        )
+        .await
+        .unwrap();
+    h.continuity
+        .append_record(
+            &a,
+            &body(json!({"path": "memory/episodic/seam.jsonl", "record": {"abc": 5}})),
+        )
+        .await
+        .unwrap();
+    h.continuity
+        .append_record(
+            &a,
+            &body(json!({"path": "memory/episodic/new.jsonl", "record": {"text": "the whales"}})),
+        )
+        .await
+        .unwrap();
+    assert_same_rankings(&h).await;
+
+    // A damaged index, rebuilt: the counts follow the rows again.
+    with_pool!(&h.db, |pool| {
+        query(
+            "DELETE FROM memory_fts WHERE rowid = \
+             (SELECT id FROM memory_documents WHERE path = 'journal/2026/day-4.md')",
+        )
+        .execute(pool)
+        .await
+        .unwrap();
+        query("DELETE FROM memory_terms WHERE doc = (SELECT id FROM memory_documents WHERE path = 'memory/core/note-0.md')")
+            .execute(pool)
+            .await
+            .unwrap();
+        query("DELETE FROM memory_term_documents WHERE doc = (SELECT id FROM memory_documents WHERE path = 'memory/core/note-0.md')")
+            .execute(pool)
+            .await
+            .unwrap();
+    });
+    h.continuity.index_rebuild(&a).await.unwrap();
+    let (totals_documents,): (i64,) = with_pool!(&h.db, |pool| {
+        query("SELECT documents FROM memory_term_totals")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    });
+    let (rows,): (i64,) = with_pool!(&h.db, |pool| {
+        query("SELECT COUNT(*) FROM memory_term_documents")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    });
+    assert_eq!(totals_documents, rows);
+    assert_same_rankings(&h).await;
+}
