@@ -339,7 +339,7 @@ fn push_top<'a, D: Engine>(b: &mut Builder<'a, D>, q: &'a HitQuery) {
     b.push_bind(q.limit);
     b.push(format!(
         ") SELECT {HIT_COLUMNS}, top.relevance AS relevance FROM top \
-         CROSS JOIN memory_documents d ON d.id = top.id ORDER BY {outer}"
+         JOIN memory_documents d ON d.id = top.id ORDER BY {outer}"
     ));
 }
 
