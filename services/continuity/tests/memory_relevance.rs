@@ -1,7 +1,9 @@
-//! SQLite: search's relevance, computed from the stored term counts, is FTS5's own
-//! `bm25()` bit for bit, and the hits come in the order FTS5's ranking gives them, through
-//! writes, rewrites, appends (to a document without a final newline too), several tenants,
-//! and a rebuild after the index and the counts were damaged.
+//! SQLite: search's relevance, computed from the stored term counts by the tenant's
+//! in-memory index, is FTS5's own `bm25()` bit for bit in a store of one tenant, and the hits
+//! come in the order FTS5's ranking gives them, through writes, rewrites, appends (to a
+//! document without a final newline too), and a rebuild after the index and the counts were
+//! damaged. FTS5's statistics are table-wide; search's are the tenant's: another tenant's
+//! documents never move a tenant's relevances.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -71,19 +73,19 @@ const QUERIES: &[&[&str]] = &[
     &["nothing"],
 ];
 
+/// In a store of agent:a alone, search's relevance and order are FTS5's.
 async fn assert_same_rankings(h: &Harness) {
-    for tenant in ["agent:a", "agent:b"] {
-        for terms in QUERIES {
-            let expected = fts5_ranking(h, tenant, terms).await;
-            assert_eq!(
-                counted_ranking(h, tenant, terms, 1000).await,
-                expected,
-                "{tenant} {terms:?}"
-            );
-            // A limit keeps the best ones.
-            let best: Vec<_> = expected.iter().take(2).cloned().collect();
-            assert_eq!(counted_ranking(h, tenant, terms, 2).await, best);
-        }
+    let tenant = "agent:a";
+    for terms in QUERIES {
+        let expected = fts5_ranking(h, tenant, terms).await;
+        assert_eq!(
+            counted_ranking(h, tenant, terms, 1000).await,
+            expected,
+            "{terms:?}"
+        );
+        // A limit keeps the best ones.
+        let best: Vec<_> = expected.iter().take(2).cloned().collect();
+        assert_eq!(counted_ranking(h, tenant, terms, 2).await, best);
     }
 }
 
@@ -105,29 +107,32 @@ fn text(seed: usize, n: usize) -> String {
         .join("\n")
 }
 
+/// Writes `docs` documents of the kinds search sees for `tenant`.
+async fn fill(h: &Harness, tenant: &str, docs: usize) {
+    let caller = agent(tenant);
+    for i in 0..docs {
+        let (path, content) = match i % 3 {
+            0 => (
+                format!("memory/core/note-{i}.md"),
+                format!("---\nimportance: 0.{i}\n---\n{}", text(i, 2 + i)),
+            ),
+            1 => (format!("journal/2026/day-{i}.md"), text(i, 1 + 2 * i)),
+            _ => (
+                format!("memory/episodic/whales-{i}.jsonl"),
+                format!("{}\n", json!({"text": text(i, i)})),
+            ),
+        };
+        h.continuity
+            .write_file(&caller, &body(json!({"path": path, "content": content})))
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counted_relevance_is_fts5s_bm25() {
     let h = harness(Backend::Sqlite).await;
-    for (tenant, docs) in [("agent:a", 12), ("agent:b", 5)] {
-        let caller = agent(tenant);
-        for i in 0..docs {
-            let (path, content) = match i % 3 {
-                0 => (
-                    format!("memory/core/note-{i}.md"),
-                    format!("---\nimportance: 0.{i}\n---\n{}", text(i, 2 + i)),
-                ),
-                1 => (format!("journal/2026/day-{i}.md"), text(i, 1 + 2 * i)),
-                _ => (
-                    format!("memory/episodic/whales-{i}.jsonl"),
-                    format!("{}\n", json!({"text": text(i, i)})),
-                ),
-            };
-            h.continuity
-                .write_file(&caller, &body(json!({"path": path, "content": content})))
-                .await
-                .unwrap();
-        }
-    }
+    fill(&h, "agent:a", 12).await;
     assert_same_rankings(&h).await;
 
     let a = agent("agent:a");
@@ -204,4 +209,35 @@ async fn counted_relevance_is_fts5s_bm25() {
     });
     assert_eq!(totals_documents, rows);
     assert_same_rankings(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_tenants_documents_never_move_relevance() {
+    let alone = harness(Backend::Sqlite).await;
+    fill(&alone, "agent:a", 12).await;
+    let b_alone = harness(Backend::Sqlite).await;
+    fill(&b_alone, "agent:b", 5).await;
+    let shared = harness(Backend::Sqlite).await;
+    fill(&shared, "agent:a", 12).await;
+    // One search loads agent:a's index before agent:b writes: its writes must not reach it.
+    counted_ranking(&shared, "agent:a", &["whales"], 1000).await;
+    fill(&shared, "agent:b", 5).await;
+    for terms in QUERIES {
+        assert_eq!(
+            counted_ranking(&shared, "agent:a", terms, 1000).await,
+            counted_ranking(&alone, "agent:a", terms, 1000).await,
+            "{terms:?}"
+        );
+        assert_eq!(
+            counted_ranking(&shared, "agent:b", terms, 1000).await,
+            counted_ranking(&b_alone, "agent:b", terms, 1000).await,
+            "{terms:?}"
+        );
+    }
+    // FTS5's own relevance does move with the other tenant's documents (its statistics are
+    // the table's): the comparison above can tell them apart.
+    assert_ne!(
+        fts5_ranking(&shared, "agent:a", &["whales"]).await,
+        fts5_ranking(&alone, "agent:a", &["whales"]).await
+    );
 }

@@ -370,6 +370,25 @@ async fn damage_index(h: &Harness, backend: Backend, path: &str) {
                 .execute(pool)
                 .await
                 .unwrap();
+            // Search reads the documents' term counts: damaged alike.
+            query("DELETE FROM memory_terms WHERE doc = $1")
+                .bind(id)
+                .execute(pool)
+                .await
+                .unwrap();
+            query("DELETE FROM memory_term_documents WHERE doc = $1")
+                .bind(id)
+                .execute(pool)
+                .await
+                .unwrap();
+            query("INSERT INTO memory_terms (term, doc, freq) VALUES ('ghost', 999999, 1), ('whales', 999999, 1)")
+                .execute(pool)
+                .await
+                .unwrap();
+            query("INSERT INTO memory_term_documents (doc, tokens) VALUES (999999, 2)")
+                .execute(pool)
+                .await
+                .unwrap();
         }),
         Backend::Postgres => with_pool!(&h.db, |pool| {
             query("DELETE FROM memory_search WHERE id = $1")

@@ -3,7 +3,8 @@
 //! floating-point operations, so a hit's relevance is the very number
 //! `-bm25(memory_fts, 0.0, 2.0, 1.0)` gives, without FTS5 walking every occurrence of every
 //! query word in every matching document. [`Weights::relevance`] is the formula; the store
-//! evaluates it in SQL, term by term in this order, with these constants bound.
+//! evaluates it on each candidate of its in-memory index. The statistics are the tenant's,
+//! so in a store of one tenant the relevance is FTS5's exactly.
 
 pub const K1: f64 = 1.2;
 pub const B: f64 = 0.75;
@@ -12,8 +13,8 @@ pub const K1_PLUS_1: f64 = K1 + 1.0;
 /// `1 - b`, as FTS5 computes it.
 pub const ONE_MINUS_B: f64 = 1.0 - B;
 
-/// The whole index's counts a query's relevances depend on (FTS5's statistics are
-/// table-wide, over every tenant's documents).
+/// The counts a query's relevances depend on: a tenant's documents in the index (FTS5's
+/// own are table-wide, over every tenant's documents).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexTotals {
     /// Documents in the index.
@@ -59,7 +60,6 @@ impl Weights {
 
     /// The relevance (higher is better) of a document of `tokens` tokens in which term `i`
     /// occurs with weighted frequency `freq[i]` (0 when absent).
-    #[cfg(test)]
     #[allow(clippy::cast_precision_loss)]
     pub fn relevance(&self, freq: &[f64], tokens: i64) -> f64 {
         let d = tokens as f64;

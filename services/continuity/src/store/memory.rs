@@ -6,6 +6,9 @@
 //! is never stale: FTS5 (`memory_fts`, rowid = document id) on SQLite, a `tsvector` row with a
 //! GIN index (`memory_search`) on Postgres. Both index the path (weighted higher) and the whole
 //! content with no stemming, so both engines find the same documents for the same terms.
+//! On SQLite a search whose words are single tokens is answered from the tenant's in-memory
+//! index of the stored term counts ([`super::memory_postings`]), ranked with FTS5's `bm25()`
+//! over the tenant's own statistics; words FTS5 reads as phrases (`x-ray`) query `memory_fts`.
 //! [`ContinuityStore::memory_rebuild_index`] is recovery: it rewrites index rows that are
 //! missing or do not match their document and drops rows without one.
 
@@ -16,9 +19,10 @@ use noema_store::{Backend, with_pool};
 use time::OffsetDateTime;
 
 use super::ContinuityStore;
+use super::memory_postings::IndexChange;
 use super::memory_terms;
 use super::writes::{Landed, Write};
-use crate::domain::bm25::{self, Weights};
+use crate::domain::bm25;
 use crate::domain::memory::{Description, RebuildCounts, describe, modified, revision_id};
 use crate::error::Error;
 
@@ -119,7 +123,7 @@ impl ContinuityStore {
     /// group with the other writes waiting (one WAL fsync for all on SQLite).
     pub async fn memory_write(&self, write: MemoryWrite) -> Result<MemoryWritten, Error> {
         match self.writer().write(Write::Memory(Box::new(write))).await? {
-            Ok(Landed::Memory(written)) => Ok(written),
+            Ok(Landed::Memory(written, _)) => Ok(written),
             // A memory write is never refused and always answers its revision.
             Ok(Landed::Done) | Err(_) => {
                 Err(Error::Corrupt("a memory write answered no revision".into()))
@@ -173,11 +177,20 @@ impl ContinuityStore {
     /// Without terms, the most recently modified documents.
     pub async fn memory_hits(&self, tenant: &str, q: &HitQuery) -> Result<Vec<HitRow>, Error> {
         match self.database() {
-            // Words FTS5 reads as one token each: relevance from the stored term counts.
+            // Words FTS5 reads as one token each: matched and ranked by the tenant's
+            // in-memory index of the stored term counts.
             noema_store::Database::Sqlite(pool)
                 if !q.terms.is_empty() && q.terms.iter().all(|t| bm25::single_token(t)) =>
             {
-                counted_hits(pool, tenant, q).await
+                let best = match self.memory_postings.search(tenant, q) {
+                    Some(best) => best,
+                    None => {
+                        let _turn = self.sqlite_writer.lock().await;
+                        self.memory_postings.load(pool, tenant).await?;
+                        self.memory_postings.search(tenant, q).unwrap_or_default()
+                    }
+                };
+                Ok(best)
             }
             database => Ok(with_pool!(database, |pool| {
                 let mut b = hit_statement(pool_backend(pool), tenant, q);
@@ -226,6 +239,8 @@ impl ContinuityStore {
             let counts = rebuild(&mut tx, tenant).await?;
             tx.record(audit, at);
             tx.commit().await?;
+            // Loaded again from the repaired counts by the next search.
+            self.memory_postings.drop_tenant(tenant);
             Ok(counts)
         })
     }
@@ -343,64 +358,6 @@ fn push_top<'a, D: Engine>(b: &mut Builder<'a, D>, q: &'a HitQuery) {
     ));
 }
 
-/// A search on SQLite whose terms are single tokens: `memory_fts` still finds the matches,
-/// but each match's relevance is FTS5's `bm25()` evaluated from its stored term counts
-/// ([`memory_terms`], [`bm25`]) rather than by FTS5 walking every occurrence of the terms;
-/// the hits, their relevance and their order are the ones [`hit_statement`] answers.
-async fn counted_hits(
-    pool: &sqlx::SqlitePool,
-    tenant: &str,
-    q: &HitQuery,
-) -> Result<Vec<HitRow>, Error> {
-    // One read transaction: the index's counts and the matches of one snapshot.
-    let mut tx = pool.begin().await?;
-    let (totals, with_term) = memory_terms::weights(&mut tx, &q.terms).await?;
-    let weights = Weights::new(totals, &with_term);
-    // Each term's postings are read as one range of `memory_terms` (term first), then
-    // grouped by document: looked up document by document instead, they cost a B-tree
-    // descent per match and term.
-    let mut b = Builder::<sqlx::Sqlite>::new("WITH freqs AS MATERIALIZED (SELECT doc");
-    for (i, term) in q.terms.iter().enumerate() {
-        b.push(", SUM(CASE term WHEN ");
-        b.push_bind(term.as_str());
-        b.push(format!(" THEN freq ELSE 0 END) AS f{i}"));
-    }
-    b.push(" FROM memory_terms WHERE term IN (");
-    b.push_list(q.terms.iter().map(String::as_str));
-    b.push(") GROUP BY doc), matches AS MATERIALIZED (SELECT d.id, (0.0");
-    // FTS5's sum, term by term: idf * ((f * (k1 + 1)) / (f + k1 * (1 - b + b * D / avgdl))).
-    for (i, idf) in weights.idf.iter().enumerate() {
-        b.push(" + ");
-        b.push_bind(*idf);
-        b.push(format!(" * ((f.f{i} * "));
-        b.push_bind(bm25::K1_PLUS_1);
-        b.push(format!(") / (f.f{i} + "));
-        b.push_bind(bm25::K1);
-        b.push(" * (");
-        b.push_bind(bm25::ONE_MINUS_B);
-        b.push(" + ");
-        b.push_bind(bm25::B);
-        b.push(" * n.tokens / ");
-        b.push_bind(weights.avgdl);
-        b.push(")))");
-    }
-    // `memory_fts` decides what matches, as it does for `hit_statement`.
-    b.push(
-        ") AS relevance, d.importance, d.path, d.modified_micros FROM freqs f \
-         CROSS JOIN memory_documents d INDEXED BY memory_documents_rank_idx ON d.id = f.doc \
-         CROSS JOIN memory_term_documents n ON n.doc = d.id WHERE d.tenant = ",
-    );
-    b.push_bind(tenant);
-    b.push(" AND d.id IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ");
-    b.push_bind(fts_match(&q.terms));
-    b.push(")");
-    push_filters(&mut b, q);
-    push_top(&mut b, q);
-    let hits: Vec<HitRow> = b.build().fetch_all(&mut tx).await?;
-    tx.commit().await?;
-    Ok(hits)
-}
-
 /// The time window, type and namespace filters of a hit query, on the documents as `d`.
 fn push_filters<'a, D: Engine>(b: &mut Builder<'a, D>, q: &'a HitQuery) {
     if let Some(since) = q.since_micros {
@@ -428,10 +385,12 @@ fn push_filters<'a, D: Engine>(b: &mut Builder<'a, D>, q: &'a HitQuery) {
     }
 }
 
+/// Writes `w`; answers the revision and, on SQLite, what the write changed in the tenant's
+/// in-memory index (applied by the writer once the write committed).
 pub(super) async fn put<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     w: &MemoryWrite,
-) -> Result<MemoryWritten, Error> {
+) -> Result<(MemoryWritten, Option<Box<IndexChange>>), Error> {
     let current: Option<(i64, String, String)> = query(
         "SELECT id, content, revision_id FROM memory_documents WHERE tenant = $1 AND path = $2",
     )
@@ -441,10 +400,13 @@ pub(super) async fn put<D: Engine>(
     .await?;
     let content = match (&w.change, &current) {
         (MemoryChange::Replace(new), Some((_, old, revision))) if new == old => {
-            return Ok(MemoryWritten {
-                revision_id: revision.clone(),
-                committed: false,
-            });
+            return Ok((
+                MemoryWritten {
+                    revision_id: revision.clone(),
+                    committed: false,
+                },
+                None,
+            ));
         }
         (MemoryChange::Replace(new), _) => new.clone(),
         (MemoryChange::Append(line), Some((_, old, _))) => format!("{old}{line}"),
@@ -515,15 +477,39 @@ pub(super) async fn put<D: Engine>(
         }
         _ => None,
     };
-    index(tx, id, &w.tenant, &w.path, &content, appended).await?;
-    Ok(MemoryWritten {
-        revision_id: revision,
-        committed: true,
-    })
+    let counted = index(tx, id, &w.tenant, &w.path, &content, appended).await?;
+    let change = counted.map(|(terms, tokens)| {
+        Box::new(IndexChange {
+            tenant: w.tenant.clone(),
+            doc: id,
+            row: HitRow {
+                path: w.path.clone(),
+                doc_type,
+                size,
+                modified_at,
+                modified_micros: micros,
+                snippet,
+                tags,
+                importance,
+                relevance: 0.0,
+            },
+            terms,
+            tokens,
+            added: appended.is_some(),
+        })
+    });
+    Ok((
+        MemoryWritten {
+            revision_id: revision,
+            committed: true,
+        },
+        change,
+    ))
 }
 
 /// Writes document `id`'s index row (and on SQLite its term counts: those of `appended`
-/// added when it is the only change since the row was last written, all of them otherwise).
+/// added when it is the only change since the row was last written, all of them otherwise;
+/// answered as counted, with their tokens).
 async fn index<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     id: i64,
@@ -531,7 +517,7 @@ async fn index<D: Engine>(
     path: &str,
     content: &str,
     appended: Option<&str>,
-) -> Result<(), Error> {
+) -> Result<Option<(Vec<(String, i64)>, i64)>, Error> {
     match D::BACKEND {
         Backend::Sqlite => {
             query("DELETE FROM memory_fts WHERE rowid = $1")
@@ -545,10 +531,10 @@ async fn index<D: Engine>(
                 .bind(content)
                 .execute(tx.conn())
                 .await?;
-            match appended {
+            Ok(Some(match appended {
                 Some(line) => memory_terms::append(tx, id, line).await?,
                 None => memory_terms::replace(tx, id, path, content).await?,
-            }
+            }))
         }
         Backend::Postgres => {
             let sql = format!(
@@ -562,9 +548,9 @@ async fn index<D: Engine>(
                 .bind(content)
                 .execute(tx.conn())
                 .await?;
+            Ok(None)
         }
     }
-    Ok(())
 }
 
 async fn rebuild<D: Engine>(
@@ -601,11 +587,14 @@ async fn rebuild<D: Engine>(
                 counted.into_iter().map(|(id,)| id).collect();
             for (id, path, content) in &documents {
                 match indexed.get(id) {
+                    // Search reads the counts: a document without them is repaired too.
                     Some((Some(p), Some(b))) if p == path && b == content => {
-                        if !counted.contains(id) {
+                        if counted.contains(id) {
+                            counts.unchanged += 1;
+                        } else {
                             memory_terms::replace(tx, *id, path, content).await?;
+                            counts.changed += 1;
                         }
-                        counts.unchanged += 1;
                     }
                     _ => {
                         index(tx, *id, tenant, path, content, None).await?;
@@ -615,14 +604,21 @@ async fn rebuild<D: Engine>(
             }
             let live: std::collections::HashSet<i64> =
                 documents.iter().map(|(id, _, _)| *id).collect();
+            let mut removed = std::collections::HashSet::new();
             for id in indexed.keys().filter(|id| !live.contains(id)) {
                 query("DELETE FROM memory_fts WHERE rowid = $1")
                     .bind(*id)
                     .execute(tx.conn())
                     .await?;
                 memory_terms::remove(tx, *id).await?;
-                counts.removed += 1;
+                removed.insert(*id);
             }
+            // Counts of no document at all (no tenant's: dropped by any tenant's rebuild).
+            for id in memory_terms::orphans(tx).await? {
+                memory_terms::remove(tx, id).await?;
+                removed.insert(id);
+            }
+            counts.removed = i64::try_from(removed.len()).unwrap_or(i64::MAX);
             memory_terms::recount(tx).await?;
         }
         Backend::Postgres => {

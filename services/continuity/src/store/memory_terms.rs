@@ -7,7 +7,8 @@
 //! written in the transaction that writes the document's FTS5 row, so they always describe
 //! what `memory_fts` holds: per term and document the weighted frequency (path tokens 2,
 //! body tokens 1, as search weighs them), per document its tokens, and the index's totals
-//! (FTS5's statistics are table-wide). `memory_fts` still decides which documents match.
+//! (FTS5's statistics are table-wide). Search reads them through the tenant's in-memory
+//! index ([`super::memory_postings`]): they decide which documents match single-token words.
 //!
 //! The tokens are FTS5's own: the text is tokenized by a one-row contentless FTS5 table of
 //! the connection (`temp.memory_tokenizer`, the index's tokenizer) and read back through its
@@ -15,9 +16,8 @@
 //! counts the appended line only.
 
 use noema_store::audit::AuditedTx;
-use noema_store::sql::{Conn, Engine, query};
+use noema_store::sql::{Engine, query};
 
-use crate::domain::bm25::IndexTotals;
 use crate::error::Error;
 
 const TOKENIZER: &str = "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_tokenizer USING \
@@ -48,14 +48,26 @@ async fn tokenize<D: Engine>(
     Ok(tokens)
 }
 
-/// Document `id`'s counts, replaced by those of `path` and `content` (its FTS5 row's).
+/// The tokenized text's terms with their weighted frequency (path tokens 2, body tokens 1).
+async fn counted<D: Engine>(tx: &mut AuditedTx<'_, D>) -> Result<Vec<(String, i64)>, Error> {
+    Ok(query(
+        "SELECT term, SUM(CASE col WHEN 'path' THEN 2 ELSE 1 END) \
+         FROM temp.memory_tokenizer_instances GROUP BY term",
+    )
+    .fetch_all(tx.conn())
+    .await?)
+}
+
+/// Document `id`'s counts, replaced by those of `path` and `content` (its FTS5 row's);
+/// answers them (terms and tokens) for the in-memory index.
 pub(super) async fn replace<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     id: i64,
     path: &str,
     content: &str,
-) -> Result<(), Error> {
+) -> Result<(Vec<(String, i64)>, i64), Error> {
     let tokens = tokenize(tx, path, content).await?;
+    let terms = counted(tx).await?;
     remove(tx, id).await?;
     query(
         "INSERT INTO memory_terms (term, doc, freq) SELECT term, $1, \
@@ -74,16 +86,18 @@ pub(super) async fn replace<D: Engine>(
         .bind(tokens)
         .execute(tx.conn())
         .await?;
-    Ok(())
+    Ok((terms, tokens))
 }
 
-/// Document `id`'s counts, with those of `line` (body text appended to it) added.
+/// Document `id`'s counts, with those of `line` (body text appended to it) added; answers
+/// the line's (terms and tokens) for the in-memory index.
 pub(super) async fn append<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     id: i64,
     line: &str,
-) -> Result<(), Error> {
+) -> Result<(Vec<(String, i64)>, i64), Error> {
     let tokens = tokenize(tx, "", line).await?;
+    let terms = counted(tx).await?;
     query(
         "INSERT INTO memory_terms (term, doc, freq) SELECT term, $1, COUNT(*) \
          FROM temp.memory_tokenizer_instances WHERE true GROUP BY term \
@@ -101,7 +115,7 @@ pub(super) async fn append<D: Engine>(
         .bind(tokens)
         .execute(tx.conn())
         .await?;
-    Ok(())
+    Ok((terms, tokens))
 }
 
 /// Drops document `id`'s counts (when its FTS5 row is dropped).
@@ -128,38 +142,16 @@ pub(super) async fn remove<D: Engine>(tx: &mut AuditedTx<'_, D>, id: i64) -> Res
     Ok(())
 }
 
-/// The index's totals and, for each term, how many documents contain it.
-pub(super) async fn weights<'c, D: Engine>(
-    conn: impl Into<Conn<'c, D>>,
-    terms: &[String],
-) -> Result<(IndexTotals, Vec<i64>), Error> {
-    let mut b = noema_store::sql::Builder::<D>::new(
-        "SELECT -1 AS term, documents, tokens FROM memory_term_totals",
-    );
-    for (i, term) in terms.iter().enumerate() {
-        b.push(format!(
-            " UNION ALL SELECT {i}, COUNT(*), 0 FROM memory_terms WHERE term = "
-        ));
-        b.push_bind(term.as_str());
-    }
-    let rows: Vec<(i64, i64, i64)> = b.build().fetch_all(conn).await?;
-    let mut totals = IndexTotals {
-        documents: 0,
-        tokens: 0,
-    };
-    let mut with_term = vec![0; terms.len()];
-    for (term, count, tokens) in rows {
-        match usize::try_from(term) {
-            Ok(i) if i < with_term.len() => with_term[i] = count,
-            _ => {
-                totals = IndexTotals {
-                    documents: count,
-                    tokens,
-                };
-            }
-        }
-    }
-    Ok((totals, with_term))
+/// Recovery: documents with counts but no row in `memory_documents`.
+pub(super) async fn orphans<D: Engine>(tx: &mut AuditedTx<'_, D>) -> Result<Vec<i64>, Error> {
+    let rows: Vec<(i64,)> = query(
+        "SELECT doc FROM memory_term_documents WHERE doc NOT IN (SELECT id FROM memory_documents) \
+         UNION SELECT DISTINCT doc FROM memory_terms WHERE doc NOT IN \
+         (SELECT id FROM memory_documents)",
+    )
+    .fetch_all(tx.conn())
+    .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
 }
 
 /// Recovery: the totals recounted from the documents' counts.

@@ -12,6 +12,7 @@
 
 mod coordination;
 mod memory;
+mod memory_postings;
 mod memory_terms;
 mod messages;
 mod reads;
@@ -64,6 +65,8 @@ pub struct ContinuityStore {
     sqlite_writer: Arc<tokio::sync::Mutex<()>>,
     /// The group-commit writer, started on the first write.
     writer: Arc<OnceLock<GroupWriter>>,
+    /// SQLite: search's in-memory index of the loaded tenants, changed by the writer.
+    memory_postings: Arc<memory_postings::MemoryPostings>,
 }
 
 impl ContinuityStore {
@@ -72,6 +75,7 @@ impl ContinuityStore {
             db,
             sqlite_writer: Arc::new(tokio::sync::Mutex::new(())),
             writer: Arc::new(OnceLock::new()),
+            memory_postings: Arc::default(),
         }
     }
 
@@ -80,8 +84,13 @@ impl ContinuityStore {
     }
 
     fn writer(&self) -> &GroupWriter {
-        self.writer
-            .get_or_init(|| GroupWriter::start(self.db.clone(), Arc::clone(&self.sqlite_writer)))
+        self.writer.get_or_init(|| {
+            GroupWriter::start(
+                self.db.clone(),
+                Arc::clone(&self.sqlite_writer),
+                Arc::clone(&self.memory_postings),
+            )
+        })
     }
 
     /// Commits `write` (in a group with whatever other writes are waiting) and answers
@@ -96,7 +105,7 @@ impl ContinuityStore {
             Database::Sqlite(_) => Some(self.sqlite_writer.lock().await),
             Database::Postgres(_) => None,
         };
-        writer::commit(&self.db, writes)
+        writer::commit(&self.db, &self.memory_postings, writes)
             .await
             .into_iter()
             .map(|outcome| outcome.map(|landed| landed.map(drop)))

@@ -4,7 +4,8 @@
 //! answered after the commit, so an acknowledged write is as durable as one committed alone.
 //! A write whose state moved is refused inside the group without disturbing the others; if
 //! the group's transaction fails, its writes are retried one by one so each caller gets its
-//! own answer.
+//! own answer. What committed memory writes changed is applied to search's in-memory
+//! index before the gate is released and the callers are answered.
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use noema_store::sql::Engine;
 use sqlx::Acquire;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
+use super::memory_postings::MemoryPostings;
 use super::writes::{Landed, Refusal, Write};
 use crate::error::Error;
 
@@ -44,9 +46,13 @@ impl std::fmt::Debug for Pending {
 impl GroupWriter {
     /// Starts the writer task; `sqlite_writer` is the process's SQLite write gate, held for
     /// each group.
-    pub fn start(db: Database, sqlite_writer: Arc<Mutex<()>>) -> Self {
+    pub fn start(
+        db: Database,
+        sqlite_writer: Arc<Mutex<()>>,
+        postings: Arc<MemoryPostings>,
+    ) -> Self {
         let (queue, incoming) = mpsc::channel(QUEUE);
-        tokio::spawn(run(db, sqlite_writer, incoming));
+        tokio::spawn(run(db, sqlite_writer, postings, incoming));
         GroupWriter { queue }
     }
 
@@ -61,7 +67,12 @@ impl GroupWriter {
     }
 }
 
-async fn run(db: Database, sqlite_writer: Arc<Mutex<()>>, mut incoming: mpsc::Receiver<Pending>) {
+async fn run(
+    db: Database,
+    sqlite_writer: Arc<Mutex<()>>,
+    postings: Arc<MemoryPostings>,
+    mut incoming: mpsc::Receiver<Pending>,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while incoming.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let _turn = match db {
@@ -71,7 +82,7 @@ async fn run(db: Database, sqlite_writer: Arc<Mutex<()>>, mut incoming: mpsc::Re
         let (writes, replies): (Vec<Write>, Vec<_>) =
             batch.drain(..).map(|p| (p.write, p.done)).unzip();
         let count = writes.len();
-        let outcomes = commit(&db, writes).await;
+        let outcomes = commit(&db, &postings, writes).await;
         tracing::debug!(writes = count, "continuity group commit");
         for (reply, outcome) in replies.into_iter().zip(outcomes) {
             // A caller that went away still had its write committed; nobody to tell.
@@ -81,8 +92,26 @@ async fn run(db: Database, sqlite_writer: Arc<Mutex<()>>, mut incoming: mpsc::Re
 }
 
 /// Commits `writes` as one group, answering each; if the group fails, each write is
-/// retried alone.
-pub(super) async fn commit(db: &Database, writes: Vec<Write>) -> Vec<Outcome> {
+/// retried alone. The caller holds the SQLite write gate: the committed writes' index
+/// changes are applied under it.
+pub(super) async fn commit(
+    db: &Database,
+    postings: &MemoryPostings,
+    writes: Vec<Write>,
+) -> Vec<Outcome> {
+    let mut outcomes = commit_group(db, writes).await;
+    let changes: Vec<_> = outcomes
+        .iter_mut()
+        .filter_map(|outcome| match outcome {
+            Ok(Ok(Landed::Memory(_, change))) => change.take().map(|change| *change),
+            _ => None,
+        })
+        .collect();
+    postings.apply(&changes);
+    outcomes
+}
+
+async fn commit_group(db: &Database, writes: Vec<Write>) -> Vec<Outcome> {
     match group(db, &writes).await {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
         Err(err) if writes.len() == 1 => vec![Err(err)],

@@ -11,6 +11,7 @@ use noema_store::sql::{Engine, query};
 use time::OffsetDateTime;
 
 use super::memory::{MemoryWrite, MemoryWritten};
+use super::memory_postings::IndexChange;
 use crate::domain::subject::SubjectKey;
 use crate::error::Error;
 
@@ -191,13 +192,13 @@ impl Write {
     ) -> Result<Result<Landed, Refusal>, Error> {
         let outcome = match self {
             Write::Memory(w) => {
-                let written = super::memory::put(tx, w).await?;
+                let (written, change) = super::memory::put(tx, w).await?;
                 // Writing a document's content again is no change and no audit entry.
                 if written.committed {
                     let (draft, at) = self.audit();
                     tx.record(draft, at);
                 }
-                return Ok(Ok(Landed::Memory(written)));
+                return Ok(Ok(Landed::Memory(written, change)));
             }
             Write::Capsule(w) => capsule(tx, w).await?,
             Write::Archive(w) => archive(tx, w).await?,
@@ -220,11 +221,12 @@ impl Write {
 }
 
 /// What a write that landed answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Landed {
     Done,
-    /// A memory document's revision after the write.
-    Memory(MemoryWritten),
+    /// A memory document's revision after the write, and on SQLite what it changed in the
+    /// tenant's in-memory index (applied once the write committed).
+    Memory(MemoryWritten, Option<Box<IndexChange>>),
 }
 
 async fn capsule<D: Engine>(
