@@ -10,6 +10,7 @@ mod cold;
 mod context;
 mod context_inputs;
 mod coordination;
+mod in_flight;
 mod memory;
 mod messages;
 mod plans;
@@ -31,6 +32,7 @@ use time::OffsetDateTime;
 use crate::domain::access::Caller;
 use crate::domain::error::ContinuityError;
 use crate::domain::json::Json;
+use crate::domain::listing::{ArtifactState, PreparedRow};
 use crate::domain::model::Capsule;
 use crate::domain::read::Loaded;
 use crate::domain::stored::StoredCapsule;
@@ -86,6 +88,10 @@ pub struct Continuity {
     /// Each revision's capsule as the read path loads it. Revisions are immutable, so an
     /// entry is never stale.
     capsules: quick_cache::sync::Cache<String, Arc<Loaded>>,
+    /// Each revision's list row in a tier, prepared once (see [`PreparedRow`]).
+    rows: quick_cache::sync::Cache<(String, ArtifactState), Arc<PreparedRow>>,
+    /// Capsule writes in flight per subject (hot subjects' writers build on each other).
+    in_flight: in_flight::InFlight,
     /// Memory files, search, tasks and schedule for context bundles (not continuity's own).
     inputs: Arc<dyn ContextInputs>,
     /// Recent signed-envelope verification failures per caller (the throttle).
@@ -103,6 +109,8 @@ impl Continuity {
             objects,
             options,
             capsules: quick_cache::sync::Cache::new(CACHED_CAPSULES),
+            rows: quick_cache::sync::Cache::new(CACHED_CAPSULES),
+            in_flight: in_flight::InFlight::default(),
             inputs,
             failures: messages::VerifyFailures::default(),
             identity: None,

@@ -6,7 +6,9 @@ use crate::domain::access::{Caller, READ};
 use crate::domain::cold::parse_cold_stub;
 use crate::domain::context::graph::{self as context_graph, STARTUP_GRAPH_CAPS, empty_graph};
 use crate::domain::context::schedule;
-use crate::domain::listing::{ListRow, list_response};
+use std::sync::Arc;
+
+use crate::domain::listing::{ArtifactState, ListRow, PreparedRow, list_body};
 use crate::domain::model::{SubjectKind, SubjectKind as Kind};
 use crate::domain::plans::load_archive_envelope;
 use crate::domain::read::{ReadOutcome, StartupExtras, read_response, resolve_loaded};
@@ -170,15 +172,21 @@ impl Continuity {
         let at = now();
         let kind = request.subject_kind.map(|k| k.as_str());
         let subjects = self.store.pointers(&caller.tenant, kind).await?;
-        // Capsules by revision: from the cache, the rest fetched in one go.
+        // Rows by revision: prepared from the cache, the rest loaded in one go.
         let shown = |s: &crate::store::Pointers| {
             let fallback = s.fallback.as_ref().filter(|_| request.include_fallback);
-            s.active.iter().chain(fallback).cloned().collect::<Vec<_>>()
+            s.active
+                .iter()
+                .map(|p| (p, ArtifactState::Active))
+                .chain(fallback.map(|p| (p, ArtifactState::Fallback)))
+                .map(|((sequence, id), state)| (*sequence, id.clone(), state))
+                .collect::<Vec<_>>()
         };
         let mut wanted = Vec::new();
         for s in &subjects {
-            for (sequence, id) in shown(s) {
-                if self.capsules.get(&id).is_none() {
+            for (sequence, id, state) in shown(s) {
+                if self.rows.get(&(id.clone(), state)).is_none() && self.capsules.get(&id).is_none()
+                {
                     wanted.push((s.subject_kind.clone(), s.subject_key.clone(), sequence));
                 }
             }
@@ -186,7 +194,7 @@ impl Continuity {
         for (_, _, revision) in self.store.revisions(&caller.tenant, &wanted).await? {
             self.load(&revision.revision_id, &revision.capsule);
         }
-        let mut rows = Vec::new();
+        let mut prepared: Vec<Arc<PreparedRow>> = Vec::with_capacity(subjects.len());
         for s in &subjects {
             let Some(kind) = SubjectKind::parse(&s.subject_kind) else {
                 continue;
@@ -195,21 +203,13 @@ impl Continuity {
                 kind,
                 key: s.subject_key.clone(),
             };
-            let loaded = |pointer: &Option<(i64, String)>| {
-                pointer.as_ref().and_then(|(_, id)| self.capsules.get(id))
-            };
-            if let Some(loaded) = loaded(&s.active)
-                && let Ok((capsule, _)) = loaded.as_ref()
-            {
-                rows.push(ListRow::active(capsule, &key.active_path(), at));
-            }
-            if request.include_fallback
-                && let Some(loaded) = loaded(&s.fallback)
-                && let Ok((capsule, _)) = loaded.as_ref()
-            {
-                rows.push(ListRow::fallback(capsule, &key.fallback_path(), at));
+            for (_, id, state) in shown(s) {
+                if let Some(row) = self.list_row(&id, state, &key, at) {
+                    prepared.push(row);
+                }
             }
         }
+        let mut rows = Vec::new();
         if request.include_archived || request.include_cold {
             let state = match (request.include_archived, request.include_cold) {
                 (true, false) => Some("archived"),
@@ -226,7 +226,10 @@ impl Continuity {
                         continue;
                     };
                     if let Ok(stub) = parse_cold_stub(&stub_path, &cold.stub) {
-                        rows.push(ListRow::cold(&stub.list_fields(), &stub_path));
+                        rows.push(PreparedRow::of_cold(&ListRow::cold(
+                            &stub.list_fields(),
+                            &stub_path,
+                        )));
                     }
                 } else if let Some(envelope) = archive.envelope.as_deref() {
                     let Ok(envelope) = load_archive_envelope(envelope) else {
@@ -239,18 +242,44 @@ impl Continuity {
                             .and_then(|v| v.as_str())
                             .map(str::to_owned)
                     };
-                    rows.push(ListRow::archived(
+                    let row = ListRow::archived(
                         &envelope.capsule,
                         &archive.archive_path,
                         field("active_path").as_deref(),
                         field("archived_at").as_deref(),
                         at,
                         self.options.retention_archive_days,
-                    ));
+                    );
+                    rows.push(PreparedRow::of_capsule(&row, &envelope.capsule));
                 }
             }
         }
-        Ok(bytes_of(&list_response(&request, rows)))
+        let all: Vec<&PreparedRow> = prepared.iter().map(Arc::as_ref).chain(&rows).collect();
+        Ok(list_body(&request, &all, at))
+    }
+
+    /// The prepared list row of a revision in a tier, from the cache, else from its loaded
+    /// capsule (`None` if it was not loaded or does not load: the row is left out).
+    fn list_row(
+        &self,
+        revision_id: &str,
+        state: ArtifactState,
+        subject: &SubjectKey,
+        at: time::OffsetDateTime,
+    ) -> Option<Arc<PreparedRow>> {
+        let key = (revision_id.to_owned(), state);
+        if let Some(row) = self.rows.get(&key) {
+            return Some(row);
+        }
+        let loaded = self.capsules.get(revision_id)?;
+        let (capsule, _) = loaded.as_ref().as_ref().ok()?;
+        let row = match state {
+            ArtifactState::Fallback => ListRow::fallback(capsule, &subject.fallback_path(), at),
+            _ => ListRow::active(capsule, &subject.active_path(), at),
+        };
+        let row = Arc::new(PreparedRow::of_capsule(&row, capsule));
+        self.rows.insert(key, Arc::clone(&row));
+        Some(row)
     }
 
     /// `POST /v1/continuity/compare`.
