@@ -10,6 +10,7 @@
 use noema_continuity::domain::json::{Json, to_py_json};
 use noema_continuity::domain::listing::{ListRow, PreparedRow, list_body, list_response};
 use noema_continuity::domain::model::Capsule;
+use noema_continuity::domain::read::{ReadOutcome, read_body, read_response};
 use noema_continuity::domain::request::ListRequest;
 use noema_continuity::domain::timestamp::parse_iso;
 use noema_continuity::domain::trust::{
@@ -229,7 +230,10 @@ fn prepared_rows_list_the_same_bytes_as_rows_built_at_list_time() {
     let prepared: Vec<PreparedRow> = {
         let mut rows = Vec::new();
         for (i, (c, path)) in capsules.iter().enumerate() {
-            rows.push(PreparedRow::of_capsule(&ListRow::active(c, path, prepared_at), c));
+            rows.push(PreparedRow::of_capsule(
+                &ListRow::active(c, path, prepared_at),
+                c,
+            ));
             if i % 3 == 0 {
                 let fallback = ListRow::fallback(c, &format!("{path}.fallback"), prepared_at);
                 rows.push(PreparedRow::of_capsule(&fallback, c));
@@ -248,10 +252,44 @@ fn prepared_rows_list_the_same_bytes_as_rows_built_at_list_time() {
     for days in [0, 1, 4, 20, 40, 200, 400, 1000] {
         let now = prepared_at + time::Duration::days(days) + time::Duration::seconds(days * 37);
         for request in requests {
-            let request = ListRequest::from_json(&Json::parse(request.as_bytes()).unwrap()).unwrap();
+            let request =
+                ListRequest::from_json(&Json::parse(request.as_bytes()).unwrap()).unwrap();
             let want = to_py_json(&list_response(&request, build(now)));
             let got = String::from_utf8(list_body(&request, &prepared, now)).unwrap();
             assert_eq!(got, want, "{request:?} at +{days} days");
+        }
+    }
+}
+
+/// A read answered with the capsule's JSON serialised beforehand gives the bytes of the
+/// answer built whole, for every source state a capsule can come from.
+#[test]
+fn read_body_with_a_serialised_capsule_is_the_whole_answer() {
+    let fixture = fixture();
+    let salience = fixture.get("salience").unwrap();
+    let now = parse_iso(salience.get("now").unwrap().as_str().unwrap()).unwrap();
+    for item in items(salience, "rows") {
+        let c = capsule(item.get("capsule").unwrap());
+        let json = to_py_json(&c.to_json());
+        for (source, warnings) in [
+            (SourceState::Active, vec![]),
+            (
+                SourceState::Fallback,
+                vec![
+                    "continuity_active_missing".to_owned(),
+                    "continuity_fallback_used".to_owned(),
+                ],
+            ),
+        ] {
+            let outcome = ReadOutcome {
+                path: "memory/continuity/x.json".to_owned(),
+                capsule: Some(c.clone()),
+                source_state: source,
+                recovery_warnings: warnings,
+            };
+            let want = to_py_json(&read_response(&outcome, now, None));
+            let got = String::from_utf8(read_body(&outcome, now, None, Some(&json))).unwrap();
+            assert_eq!(got, want);
         }
     }
 }

@@ -644,7 +644,12 @@ pub fn list_body(request: &ListRequest, rows: &[&PreparedRow], now: OffsetDateTi
         out.extend(rows.into_iter().map(|row| (row, Rank::Absent)));
     }
     out.truncate(limit);
-    let mut body = String::with_capacity(64 + out.iter().map(|(r, _)| r.head.len() + r.tail.len() + 48).sum::<usize>());
+    let mut body = String::with_capacity(
+        64 + out
+            .iter()
+            .map(|(r, _)| r.head.len() + r.tail.len() + 48)
+            .sum::<usize>(),
+    );
     body.push_str("{\"ok\":true,\"count\":");
     body.push_str(&out.len().to_string());
     body.push_str(",\"capsules\":[");
@@ -655,7 +660,11 @@ pub fn list_body(request: &ListRequest, rows: &[&PreparedRow], now: OffsetDateTi
         row.write(&mut body, now, *rank);
     }
     body.push_str("],\"unique_match\":");
-    body.push_str(if filtered && matched == 1 { "true" } else { "false" });
+    body.push_str(if filtered && matched == 1 {
+        "true"
+    } else {
+        "false"
+    });
     body.push('}');
     body.into_bytes()
 }

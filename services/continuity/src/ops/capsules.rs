@@ -8,6 +8,7 @@ use noema_core::content_id::sha256_hex;
 use serde_json::json;
 use time::OffsetDateTime;
 
+use super::in_flight::SubjectId;
 use super::{Continuity, WRITE_ATTEMPTS, audit, bytes_of, now, subject_of};
 use crate::domain::access::{Caller, WRITE};
 use crate::domain::error::ContinuityError;
@@ -24,7 +25,6 @@ use crate::domain::upsert::{UpsertOutcome, apply_upsert, prepare_upsert};
 use crate::domain::verify::{RevalidateOutcome, revalidate};
 use crate::domain::write::WriteResult;
 use crate::error::Error;
-use super::in_flight::SubjectId;
 use crate::store::{
     CapsuleRevision, CapsuleWrite, IdempotencyWrite, Refusal, RevisionWrite, Write,
 };

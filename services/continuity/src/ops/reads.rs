@@ -1,7 +1,7 @@
 //! Reads: read (with fallback and the startup view), list, compare and history. Each reads
 //! only the caller's tenant.
 
-use super::{Continuity, bytes_of, now, subject_of};
+use super::{Continuity, RowCache, bytes_of, now, subject_of};
 use crate::domain::access::{Caller, READ};
 use crate::domain::cold::parse_cold_stub;
 use crate::domain::context::graph::{self as context_graph, STARTUP_GRAPH_CAPS, empty_graph};
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::domain::listing::{ArtifactState, ListRow, PreparedRow, list_body};
 use crate::domain::model::{SubjectKind, SubjectKind as Kind};
 use crate::domain::plans::load_archive_envelope;
-use crate::domain::read::{ReadOutcome, StartupExtras, read_response, resolve_loaded};
+use crate::domain::read::{ReadOutcome, StartupExtras, read_body, resolve_loaded};
 use crate::domain::request::{CompareRequest, ListRequest, ReadRequest, parse_body};
 use crate::domain::revision::{StoredRevision, chain_intact};
 use crate::domain::stored::StoredCapsule;
@@ -109,7 +109,12 @@ impl Continuity {
         } else {
             None
         };
-        let body = bytes_of(&read_response(&outcome, at, startup));
+        let capsule_json = outcome
+            .capsule
+            .as_ref()
+            .filter(|_| !revision_id.is_empty())
+            .map(|capsule| self.capsule_json(&revision_id, capsule));
+        let body = read_body(&outcome, at, startup, capsule_json.as_deref());
         if let Some(row) = &row
             && ContinuityStore::needs_touch(row.used_at, at.unix_timestamp())
         {
@@ -121,6 +126,18 @@ impl Continuity {
             revision_id,
             capsule_sha256,
         })
+    }
+
+    /// A revision's capsule as a read shows it, serialised once (`capsule` is that
+    /// revision's, as loaded).
+    fn capsule_json(&self, revision_id: &str, capsule: &crate::domain::model::Capsule) -> Arc<str> {
+        if let Some(json) = self.capsule_json.get(revision_id) {
+            return json;
+        }
+        let json: Arc<str> = crate::domain::json::to_py_json(&capsule.to_json()).into();
+        self.capsule_json
+            .insert(revision_id.to_owned(), Arc::clone(&json));
+        json
     }
 
     /// The startup view's graph (thread/task anchors; user/peer are not graph anchors) and
@@ -172,39 +189,47 @@ impl Continuity {
         let at = now();
         let kind = request.subject_kind.map(|k| k.as_str());
         let subjects = self.store.pointers(&caller.tenant, kind).await?;
-        // Rows by revision: prepared from the cache, the rest loaded in one go.
-        let shown = |s: &crate::store::Pointers| {
+        // Rows by revision from the cache; the others prepared from their capsules, the
+        // capsules not in memory fetched in one go. (The order of rows does not matter:
+        // both orders are total over distinct subjects and tiers.)
+        let mut prepared: Vec<Arc<PreparedRow>> = Vec::with_capacity(subjects.len());
+        let mut missing = Vec::new();
+        for (i, s) in subjects.iter().enumerate() {
             let fallback = s.fallback.as_ref().filter(|_| request.include_fallback);
-            s.active
+            let shown = s
+                .active
                 .iter()
                 .map(|p| (p, ArtifactState::Active))
-                .chain(fallback.map(|p| (p, ArtifactState::Fallback)))
-                .map(|((sequence, id), state)| (*sequence, id.clone(), state))
-                .collect::<Vec<_>>()
-        };
-        let mut wanted = Vec::new();
-        for s in &subjects {
-            for (sequence, id, state) in shown(s) {
-                if self.rows.get(&(id.clone(), state)).is_none() && self.capsules.get(&id).is_none()
-                {
-                    wanted.push((s.subject_kind.clone(), s.subject_key.clone(), sequence));
+                .chain(fallback.map(|p| (p, ArtifactState::Fallback)));
+            for ((sequence, id), state) in shown {
+                match self.row_cache(state).get(id.as_str()) {
+                    Some(row) => prepared.push(row),
+                    None => missing.push((i, *sequence, id.as_str(), state)),
                 }
             }
         }
-        for (_, _, revision) in self.store.revisions(&caller.tenant, &wanted).await? {
-            self.load(&revision.revision_id, &revision.capsule);
-        }
-        let mut prepared: Vec<Arc<PreparedRow>> = Vec::with_capacity(subjects.len());
-        for s in &subjects {
-            let Some(kind) = SubjectKind::parse(&s.subject_kind) else {
-                continue;
-            };
-            let key = SubjectKey {
-                kind,
-                key: s.subject_key.clone(),
-            };
-            for (_, id, state) in shown(s) {
-                if let Some(row) = self.list_row(&id, state, &key, at) {
+        if !missing.is_empty() {
+            let wanted: Vec<_> = missing
+                .iter()
+                .filter(|(_, _, id, _)| self.capsules.get(*id).is_none())
+                .map(|(i, sequence, _, _)| {
+                    let s = &subjects[*i];
+                    (s.subject_kind.clone(), s.subject_key.clone(), *sequence)
+                })
+                .collect();
+            for (_, _, revision) in self.store.revisions(&caller.tenant, &wanted).await? {
+                self.load(&revision.revision_id, &revision.capsule);
+            }
+            for (i, _, id, state) in missing {
+                let s = &subjects[i];
+                let Some(kind) = SubjectKind::parse(&s.subject_kind) else {
+                    continue;
+                };
+                let key = SubjectKey {
+                    kind,
+                    key: s.subject_key.clone(),
+                };
+                if let Some(row) = self.list_row(id, state, &key, at) {
                     prepared.push(row);
                 }
             }
@@ -267,8 +292,7 @@ impl Continuity {
         subject: &SubjectKey,
         at: time::OffsetDateTime,
     ) -> Option<Arc<PreparedRow>> {
-        let key = (revision_id.to_owned(), state);
-        if let Some(row) = self.rows.get(&key) {
+        if let Some(row) = self.row_cache(state).get(revision_id) {
             return Some(row);
         }
         let loaded = self.capsules.get(revision_id)?;
@@ -278,8 +302,17 @@ impl Continuity {
             _ => ListRow::active(capsule, &subject.active_path(), at),
         };
         let row = Arc::new(PreparedRow::of_capsule(&row, capsule));
-        self.rows.insert(key, Arc::clone(&row));
+        self.row_cache(state)
+            .insert(revision_id.to_owned(), Arc::clone(&row));
         Some(row)
+    }
+
+    /// The prepared rows of a tier (active or fallback), by revision id.
+    fn row_cache(&self, state: ArtifactState) -> &RowCache {
+        match state {
+            ArtifactState::Fallback => &self.fallback_rows,
+            _ => &self.active_rows,
+        }
     }
 
     /// `POST /v1/continuity/compare`.
