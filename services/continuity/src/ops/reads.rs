@@ -1,13 +1,13 @@
 //! Reads: read (with fallback and the startup view), list, compare and history. Each reads
 //! only the caller's tenant.
 
+use std::sync::Arc;
+
 use super::{Continuity, RowCache, bytes_of, now, subject_of};
 use crate::domain::access::{Caller, READ};
 use crate::domain::cold::parse_cold_stub;
 use crate::domain::context::graph::{self as context_graph, STARTUP_GRAPH_CAPS, empty_graph};
 use crate::domain::context::schedule;
-use std::sync::Arc;
-
 use crate::domain::listing::{ArtifactState, ListRow, PreparedRow, list_body};
 use crate::domain::model::{SubjectKind, SubjectKind as Kind};
 use crate::domain::plans::load_archive_envelope;
