@@ -474,6 +474,10 @@ enum Timing {
     },
 }
 
+/// A [`SalienceKey`] at a list's time, borrowing the subject from its row (same fields, same
+/// order, so it compares the same).
+type SalienceAt<'a> = (u8, u8, u8, u8, i8, i64, &'a str, &'a str);
+
 /// Where a row stands in the answer's `salience_rank`.
 #[derive(Debug, Clone, Copy)]
 enum Rank {
@@ -561,7 +565,7 @@ impl PreparedRow {
     }
 
     /// The §8.1 key at `now`, compared as [`SalienceKey`] is (a cold row has none).
-    fn salience(&self, now: OffsetDateTime) -> Option<(u8, u8, u8, u8, i8, i64, &str, &str)> {
+    fn salience(&self, now: OffsetDateTime) -> Option<SalienceAt<'_>> {
         let Timing::Clocked {
             updated_at,
             lifecycle_rank,
