@@ -8,8 +8,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use noema_continuity::domain::json::{Json, to_py_json};
-use noema_continuity::domain::listing::{ListRow, list_response};
+use noema_continuity::domain::listing::{ListRow, PreparedRow, list_body, list_response};
 use noema_continuity::domain::model::Capsule;
+use noema_continuity::domain::read::{ReadOutcome, read_body, read_response};
 use noema_continuity::domain::request::ListRequest;
 use noema_continuity::domain::timestamp::parse_iso;
 use noema_continuity::domain::trust::{
@@ -199,6 +200,98 @@ fn salience_orders_list_rows_like_the_original() {
         .collect();
     assert_eq!(got, want);
     assert_eq!(body.get("unique_match"), Some(&Json::Bool(false)));
+}
+
+/// Rows prepared once and listed later give the bytes of rows built at the list's time, for
+/// both orders, limits, a thread filter and fallback rows, across phase boundaries.
+#[test]
+fn prepared_rows_list_the_same_bytes_as_rows_built_at_list_time() {
+    let fixture = fixture();
+    let salience = fixture.get("salience").unwrap();
+    let prepared_at = parse_iso(salience.get("now").unwrap().as_str().unwrap()).unwrap();
+    let capsules: Vec<(Capsule, String)> = items(salience, "rows")
+        .iter()
+        .map(|item| {
+            let row = item.get("row").unwrap();
+            let path = row.get("path").unwrap().as_str().unwrap().to_owned();
+            (capsule(item.get("capsule").unwrap()), path)
+        })
+        .collect();
+    let build = |now| {
+        let mut rows = Vec::new();
+        for (i, (c, path)) in capsules.iter().enumerate() {
+            rows.push(ListRow::active(c, path, now));
+            if i % 3 == 0 {
+                rows.push(ListRow::fallback(c, &format!("{path}.fallback"), now));
+            }
+        }
+        rows
+    };
+    let prepared: Vec<PreparedRow> = {
+        let mut rows = Vec::new();
+        for (i, (c, path)) in capsules.iter().enumerate() {
+            rows.push(PreparedRow::of_capsule(
+                &ListRow::active(c, path, prepared_at),
+                c,
+            ));
+            if i % 3 == 0 {
+                let fallback = ListRow::fallback(c, &format!("{path}.fallback"), prepared_at);
+                rows.push(PreparedRow::of_capsule(&fallback, c));
+            }
+        }
+        rows
+    };
+    let prepared: Vec<&PreparedRow> = prepared.iter().collect();
+    let requests = [
+        r#"{"sort":"salience","limit":200}"#,
+        r#"{"sort":"salience","limit":4}"#,
+        r#"{"limit":200}"#,
+        r#"{"limit":3}"#,
+        r#"{"sort":"salience","limit":50,"lifecycle":"active"}"#,
+    ];
+    for days in [0, 1, 4, 20, 40, 200, 400, 1000] {
+        let now = prepared_at + time::Duration::days(days) + time::Duration::seconds(days * 37);
+        for request in requests {
+            let request =
+                ListRequest::from_json(&Json::parse(request.as_bytes()).unwrap()).unwrap();
+            let want = to_py_json(&list_response(&request, build(now)));
+            let got = String::from_utf8(list_body(&request, &prepared, now)).unwrap();
+            assert_eq!(got, want, "{request:?} at +{days} days");
+        }
+    }
+}
+
+/// A read answered with the capsule's JSON serialised beforehand gives the bytes of the
+/// answer built whole, for every source state a capsule can come from.
+#[test]
+fn read_body_with_a_serialised_capsule_is_the_whole_answer() {
+    let fixture = fixture();
+    let salience = fixture.get("salience").unwrap();
+    let now = parse_iso(salience.get("now").unwrap().as_str().unwrap()).unwrap();
+    for item in items(salience, "rows") {
+        let c = capsule(item.get("capsule").unwrap());
+        let json = to_py_json(&c.to_json());
+        for (source, warnings) in [
+            (SourceState::Active, vec![]),
+            (
+                SourceState::Fallback,
+                vec![
+                    "continuity_active_missing".to_owned(),
+                    "continuity_fallback_used".to_owned(),
+                ],
+            ),
+        ] {
+            let outcome = ReadOutcome {
+                path: "memory/continuity/x.json".to_owned(),
+                capsule: Some(c.clone()),
+                source_state: source,
+                recovery_warnings: warnings,
+            };
+            let want = to_py_json(&read_response(&outcome, now, None));
+            let got = String::from_utf8(read_body(&outcome, now, None, Some(&json))).unwrap();
+            assert_eq!(got, want);
+        }
+    }
 }
 
 #[test]

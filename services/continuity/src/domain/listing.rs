@@ -10,7 +10,7 @@ use super::model::{Capsule, Lifecycle, SignalKind, ThreadDescriptor};
 use super::request::ListRequest;
 use super::text::py_strip;
 use super::timestamp::{parse_iso, total_seconds};
-use super::trust::{Phase, phase_checked};
+use super::trust::{Phase, PhaseClock, phase_checked};
 use super::upsert::resume_adequate;
 use super::write::{health_summary, verification_status};
 
@@ -22,7 +22,7 @@ pub const NO_DESCRIPTOR_RANK: u8 = 99;
 pub const MISSING_AGE: i64 = 2_147_483_647;
 
 /// The tiers a row can come from, in the default order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ArtifactState {
     Active,
     Fallback,
@@ -341,7 +341,13 @@ pub struct ColdStub {
 
 /// Whether a row passes every thread-identity filter of the request (conjunctive).
 pub fn matches_thread_filters(row: &ListRow, request: &ListRequest) -> bool {
-    let Some(td) = &row.thread_descriptor else {
+    descriptor_matches(row.thread_descriptor.as_ref(), request)
+}
+
+/// Whether a thread descriptor passes every thread-identity filter of the request; a row
+/// without one passes none.
+fn descriptor_matches(td: Option<&ThreadDescriptor>, request: &ListRequest) -> bool {
+    let Some(td) = td else {
         return false;
     };
     if let Some(lifecycle) = request.lifecycle
@@ -430,4 +436,239 @@ pub fn list_response(request: &ListRequest, rows: Vec<ListRow>) -> Json {
 /// except for the same subject twice).
 pub fn salience_order<T>(items: &mut [(SalienceKey, T)]) {
     items.sort_by(|a, b| a.0.cmp(&b.0).then(Ordering::Equal));
+}
+
+/// A list row prepared once per stored revision and tier: everything that does not depend on
+/// the time already serialised. A list of 1,000 capsules then computes only each phase and
+/// salience age, sorts, and copies the bytes of the rows it shows (the same bytes
+/// [`list_response`] gives, see [`list_body`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedRow {
+    subject_kind: String,
+    subject_id: String,
+    path: String,
+    artifact_state: ArtifactState,
+    thread_descriptor: Option<ThreadDescriptor>,
+    timing: Timing,
+    /// `{` and the members before `phase` (a cold row: every member).
+    head: String,
+    /// The members after `phase`, each with its leading comma (a cold row: nothing).
+    tail: String,
+}
+
+/// The time-dependent part of a row.
+#[derive(Debug, Clone, PartialEq)]
+enum Timing {
+    /// A cold stub's row: its phase is the stub's, fixed.
+    Fixed,
+    /// A capsule's row: the phase and the salience age are computed at the list's time.
+    Clocked {
+        /// `None`: `verified_at` is not a UTC timestamp, so the phase is `expired`.
+        phase: Option<PhaseClock>,
+        updated_at: Option<OffsetDateTime>,
+        /// The key's parts that do not move with time.
+        lifecycle_rank: u8,
+        health_rank: u8,
+        resume_rank: u8,
+        neg_verification_rank: i8,
+    },
+}
+
+/// A [`SalienceKey`] at a list's time, borrowing the subject from its row (same fields, same
+/// order, so it compares the same).
+type SalienceAt<'a> = (u8, u8, u8, u8, i8, i64, &'a str, &'a str);
+
+/// Where a row stands in the answer's `salience_rank`.
+#[derive(Debug, Clone, Copy)]
+enum Rank {
+    /// Not a salience list: no `salience_rank` member.
+    Absent,
+    /// A salience list's row outside the active tier.
+    Null,
+    Ranked(usize),
+}
+
+/// Compact JSON of an object's members without its braces (empty for no members).
+fn members(object: JsonObject) -> String {
+    let text = super::json::to_py_json(&Json::Object(object));
+    text.get(1..text.len().saturating_sub(1))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+impl PreparedRow {
+    /// A capsule's row (`row` built from `capsule` by [`ListRow`]'s constructors).
+    pub fn of_capsule(row: &ListRow, capsule: &Capsule) -> PreparedRow {
+        let salience = row.salience.as_ref();
+        let timing = Timing::Clocked {
+            phase: PhaseClock::of(capsule),
+            updated_at: Some(capsule.updated_at.as_str())
+                .filter(|s| !s.is_empty())
+                .and_then(parse_iso),
+            lifecycle_rank: salience.map_or(NO_DESCRIPTOR_RANK, |k| k.lifecycle_rank),
+            health_rank: salience.map_or(0, |k| k.health_rank),
+            resume_rank: salience.map_or(0, |k| k.resume_rank),
+            neg_verification_rank: salience.map_or(0, |k| k.neg_verification_rank),
+        };
+        PreparedRow::split(row, timing)
+    }
+
+    /// A cold stub's row (everything fixed).
+    pub fn of_cold(row: &ListRow) -> PreparedRow {
+        PreparedRow::split(row, Timing::Fixed)
+    }
+
+    fn split(row: &ListRow, timing: Timing) -> PreparedRow {
+        let (mut before, mut after) = (JsonObject::new(), JsonObject::new());
+        let mut past_phase = false;
+        for (key, value) in row.json.iter() {
+            let clocked_phase = key == "phase" && matches!(timing, Timing::Clocked { .. });
+            if clocked_phase {
+                past_phase = true;
+            } else if past_phase {
+                after.insert(key.as_str(), value.clone());
+            } else {
+                before.insert(key.as_str(), value.clone());
+            }
+        }
+        let after = members(after);
+        PreparedRow {
+            subject_kind: row.subject_kind.clone(),
+            subject_id: row.subject_id.clone(),
+            path: row.path.clone(),
+            artifact_state: row.artifact_state,
+            thread_descriptor: row.thread_descriptor.clone(),
+            timing,
+            head: format!("{{{}", members(before)),
+            tail: if after.is_empty() {
+                after
+            } else {
+                format!(",{after}")
+            },
+        }
+    }
+
+    fn default_key(&self) -> (&str, &str, ArtifactState, &str) {
+        (
+            &self.subject_kind,
+            &self.subject_id,
+            self.artifact_state,
+            &self.path,
+        )
+    }
+
+    fn phase(&self, now: OffsetDateTime) -> Phase {
+        match &self.timing {
+            Timing::Clocked { phase, .. } => phase.map_or(Phase::Expired, |c| c.at(now)),
+            Timing::Fixed => Phase::Expired,
+        }
+    }
+
+    /// The §8.1 key at `now`, compared as [`SalienceKey`] is (a cold row has none).
+    fn salience(&self, now: OffsetDateTime) -> Option<SalienceAt<'_>> {
+        let Timing::Clocked {
+            updated_at,
+            lifecycle_rank,
+            health_rank,
+            resume_rank,
+            neg_verification_rank,
+            ..
+        } = &self.timing
+        else {
+            return None;
+        };
+        let age = updated_at.map_or(MISSING_AGE, |at| {
+            (total_seconds(now, at).floor() as i64).max(0)
+        });
+        Some((
+            *lifecycle_rank,
+            *health_rank,
+            self.phase(now).severity(),
+            *resume_rank,
+            *neg_verification_rank,
+            age,
+            &self.subject_kind,
+            &self.subject_id,
+        ))
+    }
+
+    fn write(&self, out: &mut String, now: OffsetDateTime, rank: Rank) {
+        out.push_str(&self.head);
+        if let Timing::Clocked { .. } = self.timing {
+            out.push_str(",\"phase\":\"");
+            out.push_str(self.phase(now).as_str());
+            out.push('"');
+        }
+        out.push_str(&self.tail);
+        match rank {
+            Rank::Absent => {}
+            Rank::Null => out.push_str(",\"salience_rank\":null"),
+            Rank::Ranked(n) => {
+                out.push_str(",\"salience_rank\":");
+                out.push_str(&n.to_string());
+            }
+        }
+        out.push('}');
+    }
+}
+
+/// [`list_response`] over prepared rows at `now`, as the compact bytes the original sends:
+/// filters, orders and cuts the rows (in the order the store gave them, which breaks ties
+/// the same way), and serialises only the rows the answer shows.
+pub fn list_body(request: &ListRequest, rows: &[&PreparedRow], now: OffsetDateTime) -> Vec<u8> {
+    let filtered = request.has_thread_filters();
+    let rows: Vec<&PreparedRow> = if filtered {
+        rows.iter()
+            .copied()
+            .filter(|r| descriptor_matches(r.thread_descriptor.as_ref(), request))
+            .collect()
+    } else {
+        rows.to_vec()
+    };
+    let matched = rows.len();
+    let limit = usize::try_from(request.limit).unwrap_or(0);
+    let mut out: Vec<(&PreparedRow, Rank)> = Vec::with_capacity(rows.len().min(limit));
+    if request.salience() {
+        let (active, mut others): (Vec<&PreparedRow>, Vec<&PreparedRow>) = rows
+            .into_iter()
+            .partition(|r| r.artifact_state == ArtifactState::Active);
+        let mut active: Vec<_> = active.into_iter().map(|r| (r.salience(now), r)).collect();
+        active.sort_by(|a, b| a.0.cmp(&b.0));
+        others.sort_by(|a, b| a.default_key().cmp(&b.default_key()));
+        out.extend(
+            active
+                .into_iter()
+                .enumerate()
+                .map(|(i, (_, row))| (row, Rank::Ranked(i + 1))),
+        );
+        out.extend(others.into_iter().map(|row| (row, Rank::Null)));
+    } else {
+        let mut rows = rows;
+        rows.sort_by(|a, b| a.default_key().cmp(&b.default_key()));
+        out.extend(rows.into_iter().map(|row| (row, Rank::Absent)));
+    }
+    out.truncate(limit);
+    let mut body = String::with_capacity(
+        64 + out
+            .iter()
+            .map(|(r, _)| r.head.len() + r.tail.len() + 48)
+            .sum::<usize>(),
+    );
+    body.push_str("{\"ok\":true,\"count\":");
+    body.push_str(&out.len().to_string());
+    body.push_str(",\"capsules\":[");
+    for (i, (row, rank)) in out.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        row.write(&mut body, now, *rank);
+    }
+    body.push_str("],\"unique_match\":");
+    body.push_str(if filtered && matched == 1 {
+        "true"
+    } else {
+        "false"
+    });
+    body.push('}');
+    body.into_bytes()
 }

@@ -4,7 +4,7 @@
 use time::OffsetDateTime;
 
 use super::error::ContinuityError;
-use super::json::{Json, JsonObject};
+use super::json::{Json, JsonObject, to_py_json};
 use super::model::{Capsule, Lifecycle};
 use super::plans::load_fallback_envelope;
 use super::request::ReadRequest;
@@ -128,6 +128,50 @@ pub fn read_response(
     now: OffsetDateTime,
     startup: Option<StartupExtras>,
 ) -> Json {
+    let capsule = outcome
+        .capsule
+        .as_ref()
+        .map_or(Json::Null, Capsule::to_json);
+    Json::Object(response_members(outcome, now, startup, capsule))
+}
+
+/// [`read_response`] as the compact bytes the original sends, with the capsule given as its
+/// JSON already serialised (`capsule_json`, the same revision's, kept by the caller: a
+/// revision never changes, so its JSON is built once rather than on every read).
+pub fn read_body(
+    outcome: &ReadOutcome,
+    now: OffsetDateTime,
+    startup: Option<StartupExtras>,
+    capsule_json: Option<&str>,
+) -> Vec<u8> {
+    let Some(capsule_json) = capsule_json.filter(|_| outcome.capsule.is_some()) else {
+        return to_py_json(&read_response(outcome, now, startup)).into_bytes();
+    };
+    let members = response_members(outcome, now, startup, Json::Null);
+    let mut out = String::with_capacity(capsule_json.len() + 1024);
+    out.push('{');
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&to_py_json(key));
+        out.push(':');
+        if key == "capsule" {
+            out.push_str(capsule_json);
+        } else {
+            out.push_str(&to_py_json(value));
+        }
+    }
+    out.push('}');
+    out.into_bytes()
+}
+
+fn response_members(
+    outcome: &ReadOutcome,
+    now: OffsetDateTime,
+    startup: Option<StartupExtras>,
+    capsule: Json,
+) -> JsonObject {
     let signals = outcome.capsule.as_ref().map_or(Json::Null, |c| {
         trust_signals(c, now, outcome.source_state, &[])
     });
@@ -148,13 +192,7 @@ pub fn read_response(
     let mut body = JsonObject::new();
     body.insert("ok", Json::Bool(true));
     body.insert("path", Json::from(outcome.path.as_str()));
-    body.insert(
-        "capsule",
-        outcome
-            .capsule
-            .as_ref()
-            .map_or(Json::Null, Capsule::to_json),
-    );
+    body.insert("capsule", capsule);
     body.insert("archived", Json::Bool(false));
     body.insert("source_state", Json::from(outcome.source_state.as_str()));
     body.insert(
@@ -175,5 +213,5 @@ pub fn read_response(
         body.insert("graph_summary", extras.graph_summary);
         body.insert("schedule_context", extras.schedule_context);
     }
-    Json::Object(body)
+    body
 }

@@ -84,32 +84,57 @@ pub fn effective_stale_seconds(capsule: &Capsule) -> Option<i64> {
 /// The original's `_continuity_phase`; `None` where it raises (verified_at not a UTC
 /// timestamp), which its callers turn into `expired`.
 pub fn phase_checked(capsule: &Capsule, now: OffsetDateTime) -> Option<Phase> {
-    let verified_at = require_utc(&capsule.verified_at, "verified_at").ok()?;
-    let expires_at = capsule
-        .freshness
-        .as_ref()
-        .and_then(|f| f.expires_at.as_deref())
-        .filter(|e| !e.is_empty())
-        .and_then(parse_iso);
-    if let Some(expires_at) = expires_at
-        && now > expires_at
-    {
-        return Some(Phase::Expired);
+    PhaseClock::of(capsule).map(|clock| clock.at(now))
+}
+
+/// What a capsule's phase depends on besides the time, parsed once: a list shows the phase
+/// of every capsule on every call, and parsing its timestamps each time was most of the cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhaseClock {
+    verified_at: OffsetDateTime,
+    expires_at: Option<OffsetDateTime>,
+    stale_seconds: Option<i64>,
+}
+
+impl PhaseClock {
+    /// `None` where the original raises (verified_at not a UTC timestamp).
+    pub fn of(capsule: &Capsule) -> Option<PhaseClock> {
+        let verified_at = require_utc(&capsule.verified_at, "verified_at").ok()?;
+        let expires_at = capsule
+            .freshness
+            .as_ref()
+            .and_then(|f| f.expires_at.as_deref())
+            .filter(|e| !e.is_empty())
+            .and_then(parse_iso);
+        Some(PhaseClock {
+            verified_at,
+            expires_at,
+            stale_seconds: effective_stale_seconds(capsule),
+        })
     }
-    let Some(stale) = effective_stale_seconds(capsule) else {
-        return Some(Phase::Fresh);
-    };
-    let stale = stale as f64;
-    let age = total_seconds(now, verified_at).max(0.0);
-    Some(if age <= stale {
-        Phase::Fresh
-    } else if age <= stale * 1.5 {
-        Phase::StaleSoft
-    } else if age <= stale * 2.0 {
-        Phase::StaleHard
-    } else {
-        Phase::ExpiredByAge
-    })
+
+    /// The phase at `now`.
+    pub fn at(&self, now: OffsetDateTime) -> Phase {
+        if let Some(expires_at) = self.expires_at
+            && now > expires_at
+        {
+            return Phase::Expired;
+        }
+        let Some(stale) = self.stale_seconds else {
+            return Phase::Fresh;
+        };
+        let stale = stale as f64;
+        let age = total_seconds(now, self.verified_at).max(0.0);
+        if age <= stale {
+            Phase::Fresh
+        } else if age <= stale * 1.5 {
+            Phase::StaleSoft
+        } else if age <= stale * 2.0 {
+            Phase::StaleHard
+        } else {
+            Phase::ExpiredByAge
+        }
+    }
 }
 
 /// The phase trust signals and salience use: `expired` when it cannot be computed or when

@@ -31,6 +31,7 @@ use time::OffsetDateTime;
 use crate::domain::access::Caller;
 use crate::domain::error::ContinuityError;
 use crate::domain::json::Json;
+use crate::domain::listing::PreparedRow;
 use crate::domain::model::Capsule;
 use crate::domain::read::Loaded;
 use crate::domain::stored::StoredCapsule;
@@ -79,6 +80,9 @@ impl Default for Options {
     }
 }
 
+/// Prepared list rows by revision id.
+type RowCache = quick_cache::sync::Cache<String, Arc<PreparedRow>>;
+
 pub struct Continuity {
     store: ContinuityStore,
     objects: Arc<dyn ObjectStore>,
@@ -86,6 +90,12 @@ pub struct Continuity {
     /// Each revision's capsule as the read path loads it. Revisions are immutable, so an
     /// entry is never stale.
     capsules: quick_cache::sync::Cache<String, Arc<Loaded>>,
+    /// Each revision's list row as an active capsule and as a fallback snapshot, prepared
+    /// once (see [`PreparedRow`]).
+    active_rows: RowCache,
+    fallback_rows: RowCache,
+    /// Each revision's capsule JSON as a read shows it, serialised once.
+    capsule_json: quick_cache::sync::Cache<String, Arc<str>>,
     /// Memory files, search, tasks and schedule for context bundles (not continuity's own).
     inputs: Arc<dyn ContextInputs>,
     /// Recent signed-envelope verification failures per caller (the throttle).
@@ -103,6 +113,9 @@ impl Continuity {
             objects,
             options,
             capsules: quick_cache::sync::Cache::new(CACHED_CAPSULES),
+            active_rows: RowCache::new(CACHED_CAPSULES),
+            fallback_rows: RowCache::new(CACHED_CAPSULES),
+            capsule_json: quick_cache::sync::Cache::new(CACHED_CAPSULES),
             inputs,
             failures: messages::VerifyFailures::default(),
             identity: None,

@@ -1,15 +1,17 @@
 //! Reads: read (with fallback and the startup view), list, compare and history. Each reads
 //! only the caller's tenant.
 
-use super::{Continuity, bytes_of, now, subject_of};
+use std::sync::Arc;
+
+use super::{Continuity, RowCache, bytes_of, now, subject_of};
 use crate::domain::access::{Caller, READ};
 use crate::domain::cold::parse_cold_stub;
 use crate::domain::context::graph::{self as context_graph, STARTUP_GRAPH_CAPS, empty_graph};
 use crate::domain::context::schedule;
-use crate::domain::listing::{ListRow, list_response};
+use crate::domain::listing::{ArtifactState, ListRow, PreparedRow, list_body};
 use crate::domain::model::{SubjectKind, SubjectKind as Kind};
 use crate::domain::plans::load_archive_envelope;
-use crate::domain::read::{ReadOutcome, StartupExtras, read_response, resolve_loaded};
+use crate::domain::read::{ReadOutcome, StartupExtras, read_body, resolve_loaded};
 use crate::domain::request::{CompareRequest, ListRequest, ReadRequest, parse_body};
 use crate::domain::revision::{StoredRevision, chain_intact};
 use crate::domain::stored::StoredCapsule;
@@ -107,7 +109,12 @@ impl Continuity {
         } else {
             None
         };
-        let body = bytes_of(&read_response(&outcome, at, startup));
+        let capsule_json = outcome
+            .capsule
+            .as_ref()
+            .filter(|_| !revision_id.is_empty())
+            .map(|capsule| self.capsule_json(&revision_id, capsule));
+        let body = read_body(&outcome, at, startup, capsule_json.as_deref());
         if let Some(row) = &row
             && ContinuityStore::needs_touch(row.used_at, at.unix_timestamp())
         {
@@ -119,6 +126,18 @@ impl Continuity {
             revision_id,
             capsule_sha256,
         })
+    }
+
+    /// A revision's capsule as a read shows it, serialised once (`capsule` is that
+    /// revision's, as loaded).
+    fn capsule_json(&self, revision_id: &str, capsule: &crate::domain::model::Capsule) -> Arc<str> {
+        if let Some(json) = self.capsule_json.get(revision_id) {
+            return json;
+        }
+        let json: Arc<str> = crate::domain::json::to_py_json(&capsule.to_json()).into();
+        self.capsule_json
+            .insert(revision_id.to_owned(), Arc::clone(&json));
+        json
     }
 
     /// The startup view's graph (thread/task anchors; user/peer are not graph anchors) and
@@ -170,46 +189,52 @@ impl Continuity {
         let at = now();
         let kind = request.subject_kind.map(|k| k.as_str());
         let subjects = self.store.pointers(&caller.tenant, kind).await?;
-        // Capsules by revision: from the cache, the rest fetched in one go.
-        let shown = |s: &crate::store::Pointers| {
+        // Rows by revision from the cache; the others prepared from their capsules, the
+        // capsules not in memory fetched in one go. (The order of rows does not matter:
+        // both orders are total over distinct subjects and tiers.)
+        let mut prepared: Vec<Arc<PreparedRow>> = Vec::with_capacity(subjects.len());
+        let mut missing = Vec::new();
+        for (i, s) in subjects.iter().enumerate() {
             let fallback = s.fallback.as_ref().filter(|_| request.include_fallback);
-            s.active.iter().chain(fallback).cloned().collect::<Vec<_>>()
-        };
-        let mut wanted = Vec::new();
-        for s in &subjects {
-            for (sequence, id) in shown(s) {
-                if self.capsules.get(&id).is_none() {
-                    wanted.push((s.subject_kind.clone(), s.subject_key.clone(), sequence));
+            let shown = s
+                .active
+                .iter()
+                .map(|p| (p, ArtifactState::Active))
+                .chain(fallback.map(|p| (p, ArtifactState::Fallback)));
+            for ((sequence, id), state) in shown {
+                match self.row_cache(state).get(id.as_str()) {
+                    Some(row) => prepared.push(row),
+                    None => missing.push((i, *sequence, id.as_str(), state)),
                 }
             }
         }
-        for (_, _, revision) in self.store.revisions(&caller.tenant, &wanted).await? {
-            self.load(&revision.revision_id, &revision.capsule);
+        if !missing.is_empty() {
+            let wanted: Vec<_> = missing
+                .iter()
+                .filter(|(_, _, id, _)| self.capsules.get(*id).is_none())
+                .map(|(i, sequence, _, _)| {
+                    let s = &subjects[*i];
+                    (s.subject_kind.clone(), s.subject_key.clone(), *sequence)
+                })
+                .collect();
+            for (_, _, revision) in self.store.revisions(&caller.tenant, &wanted).await? {
+                self.load(&revision.revision_id, &revision.capsule);
+            }
+            for (i, _, id, state) in missing {
+                let s = &subjects[i];
+                let Some(kind) = SubjectKind::parse(&s.subject_kind) else {
+                    continue;
+                };
+                let key = SubjectKey {
+                    kind,
+                    key: s.subject_key.clone(),
+                };
+                if let Some(row) = self.list_row(id, state, &key, at) {
+                    prepared.push(row);
+                }
+            }
         }
         let mut rows = Vec::new();
-        for s in &subjects {
-            let Some(kind) = SubjectKind::parse(&s.subject_kind) else {
-                continue;
-            };
-            let key = SubjectKey {
-                kind,
-                key: s.subject_key.clone(),
-            };
-            let loaded = |pointer: &Option<(i64, String)>| {
-                pointer.as_ref().and_then(|(_, id)| self.capsules.get(id))
-            };
-            if let Some(loaded) = loaded(&s.active)
-                && let Ok((capsule, _)) = loaded.as_ref()
-            {
-                rows.push(ListRow::active(capsule, &key.active_path(), at));
-            }
-            if request.include_fallback
-                && let Some(loaded) = loaded(&s.fallback)
-                && let Ok((capsule, _)) = loaded.as_ref()
-            {
-                rows.push(ListRow::fallback(capsule, &key.fallback_path(), at));
-            }
-        }
         if request.include_archived || request.include_cold {
             let state = match (request.include_archived, request.include_cold) {
                 (true, false) => Some("archived"),
@@ -226,7 +251,10 @@ impl Continuity {
                         continue;
                     };
                     if let Ok(stub) = parse_cold_stub(&stub_path, &cold.stub) {
-                        rows.push(ListRow::cold(&stub.list_fields(), &stub_path));
+                        rows.push(PreparedRow::of_cold(&ListRow::cold(
+                            &stub.list_fields(),
+                            &stub_path,
+                        )));
                     }
                 } else if let Some(envelope) = archive.envelope.as_deref() {
                     let Ok(envelope) = load_archive_envelope(envelope) else {
@@ -239,18 +267,52 @@ impl Continuity {
                             .and_then(|v| v.as_str())
                             .map(str::to_owned)
                     };
-                    rows.push(ListRow::archived(
+                    let row = ListRow::archived(
                         &envelope.capsule,
                         &archive.archive_path,
                         field("active_path").as_deref(),
                         field("archived_at").as_deref(),
                         at,
                         self.options.retention_archive_days,
-                    ));
+                    );
+                    rows.push(PreparedRow::of_capsule(&row, &envelope.capsule));
                 }
             }
         }
-        Ok(bytes_of(&list_response(&request, rows)))
+        let all: Vec<&PreparedRow> = prepared.iter().map(Arc::as_ref).chain(&rows).collect();
+        Ok(list_body(&request, &all, at))
+    }
+
+    /// The prepared list row of a revision in a tier, from the cache, else from its loaded
+    /// capsule (`None` if it was not loaded or does not load: the row is left out).
+    fn list_row(
+        &self,
+        revision_id: &str,
+        state: ArtifactState,
+        subject: &SubjectKey,
+        at: time::OffsetDateTime,
+    ) -> Option<Arc<PreparedRow>> {
+        if let Some(row) = self.row_cache(state).get(revision_id) {
+            return Some(row);
+        }
+        let loaded = self.capsules.get(revision_id)?;
+        let (capsule, _) = loaded.as_ref().as_ref().ok()?;
+        let row = match state {
+            ArtifactState::Fallback => ListRow::fallback(capsule, &subject.fallback_path(), at),
+            _ => ListRow::active(capsule, &subject.active_path(), at),
+        };
+        let row = Arc::new(PreparedRow::of_capsule(&row, capsule));
+        self.row_cache(state)
+            .insert(revision_id.to_owned(), Arc::clone(&row));
+        Some(row)
+    }
+
+    /// The prepared rows of a tier (active or fallback), by revision id.
+    fn row_cache(&self, state: ArtifactState) -> &RowCache {
+        match state {
+            ArtifactState::Fallback => &self.fallback_rows,
+            _ => &self.active_rows,
+        }
     }
 
     /// `POST /v1/continuity/compare`.

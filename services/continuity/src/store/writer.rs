@@ -58,12 +58,22 @@ impl GroupWriter {
 
     /// Hands `write` to the writer and waits for its group's commit.
     pub async fn write(&self, write: Write) -> Outcome {
+        self.submit(write).await?.await
+    }
+
+    /// Hands `write` to the writer and returns the wait for its group's commit. Writes
+    /// handed over one after the other are applied in that order (in one group, or the
+    /// earlier one in an earlier group).
+    pub async fn submit(
+        &self,
+        write: Write,
+    ) -> Result<impl Future<Output = Outcome> + use<>, Error> {
         let (done, answer) = oneshot::channel();
         self.queue
             .send(Pending { write, done })
             .await
             .map_err(|_| Error::WriterGone)?;
-        answer.await.map_err(|_| Error::WriterGone)?
+        Ok(async move { answer.await.map_err(|_| Error::WriterGone)? })
     }
 }
 
