@@ -173,10 +173,10 @@ impl Mcp {
         caller: &Caller,
         headers: &http::HeaderMap,
     ) -> Result<Principal, tonic::Status> {
-        if let (Some(tokens), Ok(Some(token))) = (&self.tokens, bearer_token(headers)) {
-            if let Ok(principal) = tokens.authenticate(token).await {
-                return Ok(principal);
-            }
+        if let (Some(tokens), Ok(Some(token))) = (&self.tokens, bearer_token(headers))
+            && let Ok(principal) = tokens.authenticate(token).await
+        {
+            return Ok(principal);
         }
         let principal = caller
             .identity()
