@@ -184,7 +184,7 @@ pub fn router(state: GatewayState, config: &GatewayConfig) -> Router {
     let routes = routes
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .with_state(state);
-    let mcp = mcp::Mcp::new(routes.clone(), config.max_body_bytes);
+    let mcp = mcp::Mcp::new(routes.clone(), config.max_body_bytes).with_token_cache(authenticator);
     routes
         .layer(axum::Extension(mcp))
         .layer(axum::middleware::from_fn(observe))

@@ -4,8 +4,9 @@
 //!   `{"detail": [<FieldError>…]}` with pydantic v2's `type`, `loc`, `msg`, `input`, `ctx`.
 //! - `Invalid` / `NotFound` / `Conflict`: the service's own checks, 400 / 404 / 409 with a
 //!   string `detail`.
-//! - `Unhandled`: what the original lets escape as an exception (500 with its class name), kept
-//!   so a client sees the same status for the same bad input.
+//! - `Unhandled`: what the original lets escape as an exception: its handler of last resort
+//!   answers 500 `{ok: false, operation: "unhandled", error: {code, detail}}` with the
+//!   exception's class name and text.
 
 use noema_core::{ErrorCode, Reason, ServiceError};
 use serde::ser::{SerializeMap, SerializeSeq};
@@ -300,14 +301,14 @@ impl ContinuityError {
                 body.insert("detail", detail.clone());
             }
             ContinuityError::Unhandled { code, detail } => {
+                // The original's handler of last resort answers the envelope itself, not
+                // under `detail` as an HTTPException would.
                 let mut error = super::json::JsonObject::new();
                 error.insert("code", Json::String(code.clone()));
                 error.insert("detail", Json::String(detail.clone()));
-                let mut inner = super::json::JsonObject::new();
-                inner.insert("ok", Json::Bool(false));
-                inner.insert("operation", Json::from("unhandled"));
-                inner.insert("error", Json::Object(error));
-                body.insert("detail", Json::Object(inner));
+                body.insert("ok", Json::Bool(false));
+                body.insert("operation", Json::from("unhandled"));
+                body.insert("error", Json::Object(error));
             }
         }
         Json::Object(body)

@@ -130,11 +130,15 @@ fn percent_encode(text: &str, out: &mut String) {
     }
 }
 
-/// A tool's result, with its structured content kept as the JSON text the route answered
-/// (not parsed into a tree only to be written out again).
+/// A tool's result: one text block, whether it is an error, and the structured content
+/// kept as the JSON text the route answered (not parsed into a tree only to be written out
+/// again).
+#[derive(Debug, Clone)]
 pub struct ToolOutput {
-    /// The result without its structured content.
-    pub result: CallToolResult,
+    /// The route answered non-2xx, or the arguments made no request.
+    pub is_error: bool,
+    /// The text block's text.
+    pub text: String,
     /// The structured content: always a JSON object.
     pub structured: Option<Box<RawValue>>,
 }
@@ -143,14 +147,25 @@ impl ToolOutput {
     /// A tool execution error the caller can fix (bad arguments): text only.
     pub fn error(message: String) -> ToolOutput {
         ToolOutput {
-            result: CallToolResult::error(vec![ContentBlock::text(message)]),
+            is_error: true,
+            text: message,
             structured: None,
+        }
+    }
+
+    /// The SDK's result for `text` and `is_error`, without structured content.
+    pub fn sdk_result(is_error: bool, text: String) -> CallToolResult {
+        let content = vec![ContentBlock::text(text)];
+        if is_error {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
         }
     }
 
     /// The result as the SDK's type, structured content parsed.
     pub fn into_result(self) -> Result<CallToolResult, String> {
-        let mut result = self.result;
+        let mut result = ToolOutput::sdk_result(self.is_error, self.text);
         if let Some(raw) = self.structured {
             result.structured_content = Some(
                 serde_json::from_str(raw.get())
@@ -175,7 +190,7 @@ pub struct WireResult<'a> {
 /// text (an array body as `{"items": [...]}`, since structured content is an object for
 /// clients before 2026-07-28), other bodies as text or base64; `isError` unless 2xx.
 pub async fn tool_result(response: Response<Body>, limit: usize) -> Result<ToolOutput, String> {
-    let status = response.status();
+    let is_error = !response.status().is_success();
     let content_type = response
         .headers()
         .get(CONTENT_TYPE)
@@ -187,26 +202,27 @@ pub async fn tool_result(response: Response<Body>, limit: usize) -> Result<ToolO
         .map_err(|err| format!("reading the response failed: {err}"))?;
     let is_json = content_type.starts_with("application/json")
         || content_type.starts_with("application/problem+json");
-    let json = is_json
-        .then(|| serde_json::from_slice::<Box<RawValue>>(&bytes).ok())
-        .flatten();
+    // JSON is UTF-8, so a body that is not cannot be JSON.
+    let utf8 = std::str::from_utf8(&bytes).ok();
+    let json = utf8
+        .filter(|_| is_json)
+        .and_then(|body| Some((body, serde_json::from_str::<&RawValue>(body).ok()?)));
     let (text, structured) = match json {
-        Some(raw) => {
+        Some((body, raw)) => {
             let structured = if raw.get().starts_with('{') {
-                raw
+                raw.to_owned()
             } else {
                 serde_json::value::to_raw_value(&json!({ "items": raw }))
                     .map_err(|err| format!("structured content: {err}"))?
             };
-            let text = String::from_utf8_lossy(&bytes).trim_end().to_owned();
-            (text, structured)
+            (body.trim_end().to_owned(), structured)
         }
         None => {
-            let structured = match std::str::from_utf8(&bytes) {
-                Ok(text) => {
+            let structured = match utf8 {
+                Some(text) => {
                     json!({"content_type": content_type, "size_bytes": bytes.len(), "text": text})
                 }
-                Err(_) => json!({
+                None => json!({
                     "content_type": content_type,
                     "size_bytes": bytes.len(),
                     "base64": data_encoding::BASE64.encode(&bytes),
@@ -218,14 +234,9 @@ pub async fn tool_result(response: Response<Body>, limit: usize) -> Result<ToolO
             (text, structured)
         }
     };
-    let content = vec![ContentBlock::text(text)];
-    let result = if status.is_success() {
-        CallToolResult::success(content)
-    } else {
-        CallToolResult::error(content)
-    };
     Ok(ToolOutput {
-        result,
+        is_error,
+        text,
         structured: Some(structured),
     })
 }

@@ -22,15 +22,16 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, request::Parts};
 use axum::response::{IntoResponse, Response};
 use noema_core::scopes::Principal;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientJsonRpcMessage, ClientRequest, JsonRpcRequest,
+    CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, JsonObject, JsonRpcRequest,
     JsonRpcResponse, JsonRpcVersion2_0, PaginatedRequestParams, ProtocolVersion, RequestId,
     ServerJsonRpcMessage, ServerResult,
 };
-use serde::{Serialize, Serializer};
+use serde::ser::Error as _;
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::call::WireResult;
+use super::call::{ToolOutput, WireResult};
 use super::{PROTOCOL_VERSION_HEADER, Tools};
 
 /// The methods answered here.
@@ -41,12 +42,14 @@ const METHODS: [&str; 3] = ["ping", "tools/list", "tools/call"];
 const LIFECYCLE_META_PREFIX: &str = "io.modelcontextprotocol/";
 
 /// A request answered here.
+#[derive(Debug, PartialEq)]
 pub struct Hot {
     id: RequestId,
     method: Method,
 }
 
 /// The methods answered here, with their parameters.
+#[derive(Debug, PartialEq)]
 enum Method {
     Ping,
     ListTools(Option<PaginatedRequestParams>),
@@ -80,6 +83,46 @@ pub fn eligible(parts: &Parts, message: Value) -> Option<Hot> {
         _ => return None,
     };
     Some(Hot { id, method })
+}
+
+/// The plainest `tools/call`: exactly these members, the parameters only a name and
+/// arguments, strings without escapes where borrowed. Anything else, however valid, is
+/// read the long way ([`eligible`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlainCall<'a> {
+    jsonrpc: &'a str,
+    id: RequestId,
+    method: &'a str,
+    params: PlainParams,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlainParams {
+    name: String,
+    #[serde(default)]
+    arguments: Option<JsonObject>,
+}
+
+/// `body` as a request answered here, read straight into its parameters rather than into
+/// a tree first, when it is a plain `tools/call` ([`PlainCall`], which [`super::jsonrpc`]'s
+/// checks pass by construction) with headers the transport would pass; `None` sends it the
+/// long way. The request is the one [`eligible`] makes of the same message (a test
+/// compares).
+pub fn plain_call(parts: &Parts, body: &[u8]) -> Option<Hot> {
+    let call: PlainCall = serde_json::from_slice(body).ok()?;
+    if call.jsonrpc != "2.0" || call.method != "tools/call" || !headers_pass(parts) {
+        return None;
+    }
+    let mut params = CallToolRequestParams::new(call.params.name);
+    if let Some(arguments) = call.params.arguments {
+        params = params.with_arguments(arguments);
+    }
+    Some(Hot {
+        id: call.id,
+        method: Method::CallTool(params),
+    })
 }
 
 /// Whether the transport would let a request with these headers through to its handler,
@@ -139,10 +182,11 @@ fn host_parses(parts: &Parts) -> bool {
 pub enum Answer {
     /// A message as the SDK's type (boxed: it is much larger than a tool's result).
     Message(Box<ServerJsonRpcMessage>),
-    /// A tool's result, whose structured content goes out as the route wrote it.
+    /// A tool's result with structured content, which goes out as the route wrote it.
     Tool {
         id: RequestId,
-        result: CallToolResult,
+        is_error: bool,
+        text: String,
         structured: Box<RawValue>,
     },
 }
@@ -153,18 +197,58 @@ impl Serialize for Answer {
             Answer::Message(message) => message.serialize(serializer),
             Answer::Tool {
                 id,
-                result,
+                is_error,
+                text,
                 structured,
-            } => JsonRpcResponse {
-                jsonrpc: JsonRpcVersion2_0,
-                id: id.clone(),
-                result: WireResult {
-                    result,
-                    structured: Some(structured),
-                },
+            } => {
+                let mut result =
+                    ServerResult::CallToolResult(ToolOutput::sdk_result(*is_error, text.clone()));
+                result.strip_result_type_for_legacy_peer();
+                let ServerResult::CallToolResult(result) = &result else {
+                    return Err(S::Error::custom("a tool's result changed its kind"));
+                };
+                JsonRpcResponse {
+                    jsonrpc: JsonRpcVersion2_0,
+                    id: id.clone(),
+                    result: WireResult {
+                        result,
+                        structured: Some(structured),
+                    },
+                }
+                .serialize(serializer)
             }
-            .serialize(serializer),
         }
+    }
+}
+
+impl Answer {
+    /// The answer's JSON. A tool's result is written straight into one buffer sized for
+    /// it, in the bytes the SDK's types give (its [`Serialize`] above; a test compares):
+    /// the text escaped in one pass, the structured content copied as it is.
+    pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        let Answer::Tool {
+            id,
+            is_error,
+            text,
+            structured,
+        } = self
+        else {
+            return serde_json::to_vec(self);
+        };
+        let structured = structured.get();
+        // Escaping grows a route's JSON by its quotes (about a tenth); a rare larger text
+        // just grows the buffer once more.
+        let mut out = Vec::with_capacity(128 + text.len() + text.len() / 8 + structured.len());
+        out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        serde_json::to_writer(&mut out, id)?;
+        out.extend_from_slice(br#","result":{"content":[{"type":"text","text":"#);
+        serde_json::to_writer(&mut out, text.as_str())?;
+        out.extend_from_slice(br#"}],"isError":"#);
+        out.extend_from_slice(if *is_error { b"true" } else { b"false" });
+        out.extend_from_slice(br#","structuredContent":"#);
+        out.extend_from_slice(structured.as_bytes());
+        out.extend_from_slice(b"}}");
+        Ok(out)
     }
 }
 
@@ -177,33 +261,38 @@ pub async fn answer(
     request: Hot,
 ) -> Answer {
     let Hot { id, method } = request;
-    let mut structured = None;
     let result = match method {
         Method::Ping => Ok(ServerResult::empty(())),
         Method::ListTools(params) => tools
             .list(principal, params)
             .map(ServerResult::ListToolsResult),
-        Method::CallTool(params) => tools.call(principal, headers, params).await.map(|output| {
-            structured = output.structured;
-            ServerResult::CallToolResult(output.result)
-        }),
+        Method::CallTool(params) => match tools.call(principal, headers, params).await {
+            Ok(ToolOutput {
+                is_error,
+                text,
+                structured: Some(structured),
+            }) => {
+                return Answer::Tool {
+                    id,
+                    is_error,
+                    text,
+                    structured,
+                };
+            }
+            Ok(output) => Ok(ServerResult::CallToolResult(ToolOutput::sdk_result(
+                output.is_error,
+                output.text,
+            ))),
+            Err(error) => Err(error),
+        },
     };
     match result {
         Ok(mut result) => {
-            // The SDK's rules for a client before 2026-07-28. Structured content is
-            // always an object here, which they keep.
+            // The SDK's rules for a client before 2026-07-28 (a tool's structured content
+            // is always an object, which they keep).
             result.strip_result_type_for_legacy_peer();
             result.strip_non_object_output_for_legacy_peer();
-            match (result, structured) {
-                (ServerResult::CallToolResult(result), Some(structured)) => Answer::Tool {
-                    id,
-                    result,
-                    structured,
-                },
-                (result, _) => {
-                    Answer::Message(Box::new(ServerJsonRpcMessage::response(result, id)))
-                }
-            }
+            Answer::Message(Box::new(ServerJsonRpcMessage::response(result, id)))
         }
         Err(error) => Answer::Message(Box::new(ServerJsonRpcMessage::error(error, Some(id)))),
     }
@@ -211,7 +300,7 @@ pub async fn answer(
 
 /// `answer` as the transport sends a JSON answer: 200, `application/json`.
 pub fn response(answer: &Answer) -> Response {
-    match serde_json::to_vec(answer) {
+    match answer.to_json() {
         Ok(body) => (
             StatusCode::OK,
             [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
@@ -358,6 +447,88 @@ mod tests {
             }
         }
         assert_eq!(compared, 5 * 2 * messages.len());
+    }
+
+    #[test]
+    fn plain_calls_are_read_as_the_long_way_reads_them() {
+        let caller = principal(true);
+        let plain = [
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"messages.inbox","arguments":{"recipient":"bob","limit":"20"}}}"#,
+            r#"{"params":{"arguments":null,"name":"ledger_status"},"method":"tools/call","id":"c","jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":-3,"method":"tools/call","params":{"name":"x\u00e9"}}"#,
+        ];
+        for body in plain {
+            let message: Value = serde_json::from_str(body).unwrap();
+            let (parts, _) = request(&message, Some("2025-06-18"), &caller).into_parts();
+            let fast = plain_call(&parts, body.as_bytes()).unwrap_or_else(|| panic!("{body}"));
+            assert_eq!(Some(fast), eligible(&parts, message), "{body}");
+        }
+        let long_way = [
+            // Members or parameters besides the plain ones.
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","task":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"},"extra":1}"#,
+            // Not a tool call, not JSON-RPC 2.0, an escaped method, a duplicate member.
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools\/call","params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"x"}}"#,
+            // Ids the SDK does not read, a bad name or arguments.
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":3}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":[1]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
+            "not json",
+        ];
+        for body in long_way {
+            let (parts, _) = request(&json!({}), None, &caller).into_parts();
+            assert_eq!(plain_call(&parts, body.as_bytes()), None, "{body}");
+        }
+        // Headers the transport must judge send even a plain call the long way.
+        let (mut parts, _) = request(&json!({}), Some("2026-07-28"), &caller).into_parts();
+        assert_eq!(plain_call(&parts, plain[0].as_bytes()), None);
+        parts.headers.remove(PROTOCOL_VERSION_HEADER);
+        parts
+            .headers
+            .insert(ACCEPT, HeaderValue::from_static("application/json"));
+        assert_eq!(plain_call(&parts, plain[0].as_bytes()), None);
+    }
+
+    #[test]
+    fn tool_answers_are_written_as_the_sdk_types_serialise_them() {
+        let texts = [
+            String::new(),
+            r#"{"ok":true,"body":"a \"quoted\" line\nand é, 🙂"}"#.to_owned(),
+            "tab\t, control \u{1} and \u{7f}, quote \" and backslash \\".to_owned(),
+            "x".repeat(10_000),
+        ];
+        let ids = [
+            RequestId::Number(0),
+            RequestId::Number(-42),
+            RequestId::String("c\"é".into()),
+        ];
+        let mut compared = 0;
+        for id in &ids {
+            for text in &texts {
+                for is_error in [false, true] {
+                    let structured =
+                        RawValue::from_string(r#"{"b":[1,2.5,"é"],"a":null}"#.into()).unwrap();
+                    let answer = Answer::Tool {
+                        id: id.clone(),
+                        is_error,
+                        text: text.clone(),
+                        structured,
+                    };
+                    assert_eq!(
+                        String::from_utf8(answer.to_json().unwrap()).unwrap(),
+                        serde_json::to_string(&answer).unwrap()
+                    );
+                    compared += 1;
+                }
+            }
+        }
+        assert_eq!(compared, 3 * 4 * 2);
     }
 
     #[test]

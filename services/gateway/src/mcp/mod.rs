@@ -56,6 +56,7 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use noema_core::scopes::Principal;
 use noema_proto::identity::v1 as pb;
+use noema_runtime::auth::{Authenticator, bearer_token};
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, ErrorData, Implementation,
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
@@ -116,6 +117,8 @@ pub fn handshake_version() -> &'static str {
 pub struct Mcp {
     transport: StreamableHttpService<Handler, NeverSessionManager>,
     tools: Arc<Tools>,
+    /// The gateway's cached token check, the one a REST route makes first.
+    tokens: Option<Arc<dyn Authenticator>>,
 }
 
 impl Mcp {
@@ -149,7 +152,39 @@ impl Mcp {
                 config,
             ),
             tools,
+            tokens: None,
         }
+    }
+
+    /// The endpoint authenticates a bearer token through `tokens`, the gateway's cached
+    /// token check that a REST route makes first, so a tool call costs one such check more
+    /// than the REST call, not an `Authenticate` call. Anything but a valid token (none, a
+    /// malformed header, a rejected token, the authority unreachable) is still answered by
+    /// `Authenticate` itself, so refusals read as before.
+    pub fn with_token_cache(mut self, tokens: Arc<dyn Authenticator>) -> Mcp {
+        self.tokens = Some(tokens);
+        self
+    }
+
+    /// The caller of a `POST`: from the token cache when it knows the token as valid,
+    /// otherwise as `Authenticate` answers.
+    async fn authenticate(
+        &self,
+        caller: &Caller,
+        headers: &http::HeaderMap,
+    ) -> Result<Principal, tonic::Status> {
+        if let (Some(tokens), Ok(Some(token))) = (&self.tokens, bearer_token(headers))
+            && let Ok(principal) = tokens.authenticate(token).await
+        {
+            return Ok(principal);
+        }
+        let principal = caller
+            .identity()
+            .authenticate(caller.request(pb::AuthenticateRequest {}))
+            .await?;
+        Ok(noema_runtime::auth::principal_from_proto(
+            principal.into_inner(),
+        ))
     }
 
     /// The SDK transport's answer to `request`.
@@ -166,6 +201,12 @@ impl Mcp {
         let Ok(bytes) = axum::body::to_bytes(body, self.tools.max_body_bytes).await else {
             return StatusCode::PAYLOAD_TOO_LARGE.into_response();
         };
+        if let Some(principal) = parts.extensions.get::<Principal>()
+            && let Some(call) = direct::plain_call(&parts, &bytes)
+        {
+            let answer = direct::answer(&self.tools, principal, &parts.headers, call).await;
+            return direct::response(&answer);
+        }
         match serde_json::from_slice::<Value>(&bytes) {
             Err(_) => rpc_error(jsonrpc::error(
                 Value::Null,
@@ -500,13 +541,8 @@ async fn endpoint(
     McpRequest(mut request): McpRequest,
 ) -> McpReply {
     if request.method() == Method::POST {
-        let principal = caller
-            .identity()
-            .authenticate(caller.request(pb::AuthenticateRequest {}))
-            .await;
-        match principal {
+        match mcp.authenticate(&caller, request.headers()).await {
             Ok(principal) => {
-                let principal = noema_runtime::auth::principal_from_proto(principal.into_inner());
                 request.extensions_mut().insert(principal);
             }
             Err(status) => {

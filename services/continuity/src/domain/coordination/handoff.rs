@@ -10,6 +10,7 @@ use super::super::json::{Json, JsonObject};
 use super::super::model::{Capsule, SUBJECT_KINDS};
 use super::super::schema::{Field, Model, Ty};
 use super::super::write::{health_summary, verification_status};
+use super::report::{Failure, validation_error};
 use super::utc_now_text;
 use super::{LIMIT, OFFSET, forbidden, string_array, text, text_or_null};
 
@@ -21,6 +22,8 @@ pub const STATUSES: &[&str] = &["pending", "accepted_advisory", "deferred", "rej
 const CONSUME_STATUSES: &[&str] = &["accepted_advisory", "deferred", "rejected"];
 /// How many constraints and drift signals the artifact's model admits.
 const SHARED_ITEMS: usize = 5;
+/// The longest peer id a query names, in characters.
+const PEER_CHARS: usize = 200;
 
 const ANY_STR: Ty = Ty::Str { min: 0, max: None };
 const PEER: Ty = Ty::Str {
@@ -144,11 +147,20 @@ pub fn create(
 ) -> Result<Handoff, ContinuityError> {
     let constraints = &capsule.continuity.active_constraints;
     let drift = &capsule.continuity.drift_signals;
-    if constraints.len() > SHARED_ITEMS || drift.len() > SHARED_ITEMS {
-        // The original's artifact model refuses more than five, uncaught (a 500).
+    // The original's artifact model refuses more than five, uncaught (a 500). A capsule
+    // admits up to eight constraints but only five drift signals.
+    let too_long: Vec<Failure> = [
+        ("shared_continuity.active_constraints", constraints),
+        ("shared_continuity.drift_signals", drift),
+    ]
+    .into_iter()
+    .filter(|(_, items)| items.len() > SHARED_ITEMS)
+    .map(|(loc, items)| Failure::list_too_long(loc, items, SHARED_ITEMS))
+    .collect();
+    if !too_long.is_empty() {
         return Err(ContinuityError::Unhandled {
             code: "ValidationError".to_owned(),
-            detail: "1 validation error for CoordinationHandoffArtifact".to_owned(),
+            detail: validation_error("CoordinationHandoffArtifact", &too_long),
         });
     }
     let mut selector = JsonObject::new();
@@ -260,15 +272,22 @@ impl HandoffQuery {
             offset,
             limit,
         };
-        for (name, value) in [
+        let too_long: Vec<Failure> = [
             ("recipient_peer", &query.recipient_peer),
             ("sender_peer", &query.sender_peer),
-        ] {
-            if value.as_ref().is_some_and(|v| v.chars().count() > 200) {
-                return Err(ContinuityError::invalid(format!(
-                    "Invalid coordination handoff query: {name}: String should have at most 200 characters"
-                )));
-            }
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| {
+            let value = value.as_deref()?;
+            (value.chars().count() > PEER_CHARS)
+                .then(|| Failure::string_too_long(name, value, PEER_CHARS))
+        })
+        .collect();
+        if !too_long.is_empty() {
+            return Err(ContinuityError::invalid(format!(
+                "Invalid coordination handoff query: {}",
+                validation_error("CoordinationHandoffQueryRequest", &too_long)
+            )));
         }
         if query.recipient_peer.is_none() && query.sender_peer.is_none() {
             return Err(ContinuityError::invalid(

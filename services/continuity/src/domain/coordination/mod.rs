@@ -10,6 +10,7 @@
 pub mod handoff;
 pub mod peers;
 pub mod reconciliation;
+pub mod report;
 pub mod shared;
 pub mod signing;
 
