@@ -16,6 +16,8 @@ pub const ACCEPTED_DATABASE_URLS: &str = "sqlite://<path> (relative) or sqlite:/
 
 /// How long a SQLite connection waits for another writer's lock before failing with SQLITE_BUSY.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Rows a SQLite query's thread may queue for its reader (see `sqlite_options`).
+const SQLITE_ROW_CHANNEL: usize = 1024;
 
 /// Serialises SQLite migrations within this process (see [`Database::migrate`]).
 static SQLITE_MIGRATION_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -186,6 +188,10 @@ impl Database {
                 create_parent_dir(&path).await?;
                 let pool = SqlitePoolOptions::new()
                     .max_connections(options.max_connections.max(1))
+                    // A local file's connection cannot drop away as a server's can; testing it
+                    // before each use is a round trip to its thread per query (the pool still
+                    // tests it when it comes back).
+                    .test_before_acquire(false)
                     .acquire_timeout(options.acquire_timeout)
                     .connect_with(opts)
                     .await
@@ -400,6 +406,10 @@ fn sqlite_options(
         // 64 KiB into a new /var/tmp file: created, written, unlinked once per batch.
         .pragma("temp_store", "MEMORY")
         .foreign_keys(true)
+        // Rows a query's thread may queue ahead of their reader. At sqlx's default (50) a
+        // long read (a replay's page of 10,000 events) stops its thread every 50 rows until
+        // the reader wakes and catches up.
+        .row_buffer_size(SQLITE_ROW_CHANNEL)
         .busy_timeout(SQLITE_BUSY_TIMEOUT))
 }
 

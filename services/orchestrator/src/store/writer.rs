@@ -21,6 +21,7 @@ use std::sync::Arc;
 use noema_store::Database;
 use noema_store::audit::AuditedTx;
 use noema_store::sql::{Builder, Engine, query};
+use sqlx::pool::PoolConnection;
 use sqlx::{Pool, Sqlite};
 use tokio::sync::{mpsc, oneshot};
 
@@ -58,13 +59,16 @@ impl GroupWriter {
     pub fn start(db: &Database, written: Arc<Written>) -> GroupWriter {
         let (queue, incoming) = mpsc::channel(QUEUE);
         match db {
-            Database::Sqlite(pool) => {
-                tokio::spawn(run(writer_pool(pool), incoming, written));
-            }
+            Database::Sqlite(pool) => match writer_pool(pool) {
+                Some(own) => tokio::spawn(run(own, Hold::Keep, incoming, written)),
+                None => tokio::spawn(run(pool.clone(), Hold::PerBatch, incoming, written)),
+            },
+            // The pool is the readers' too: a connection held for good would be one less
+            // for them (and a pool of one would starve them).
             Database::Postgres(pool) => {
-                tokio::spawn(run(pool.clone(), incoming, written));
+                tokio::spawn(run(pool.clone(), Hold::PerBatch, incoming, written))
             }
-        }
+        };
         GroupWriter { queue }
     }
 
@@ -80,34 +84,52 @@ impl GroupWriter {
 }
 
 /// A pool of one connection of the writer's own on SQLite, so its page cache stays warm
-/// and no reader ever waits behind it for a pooled connection. A pool of one connection
-/// is a private in-memory database, which another connection would not see: that one is
-/// shared.
-fn writer_pool(pool: &Pool<Sqlite>) -> Pool<Sqlite> {
+/// and no reader ever waits behind it for a pooled connection; `None` for a pool of one
+/// connection, a private in-memory database which another connection would not see (the
+/// writer shares that one).
+fn writer_pool(pool: &Pool<Sqlite>) -> Option<Pool<Sqlite>> {
     if pool.options().get_max_connections() <= 1 {
-        return pool.clone();
+        return None;
     }
-    sqlx::sqlite::SqlitePoolOptions::new()
+    let own = sqlx::sqlite::SqlitePoolOptions::new()
         .max_connections(1)
+        // A local file's connection cannot drop away; testing it costs a round trip to its
+        // thread.
+        .test_before_acquire(false)
         .after_connect(|conn, _| {
             Box::pin(async move {
                 sqlx::query(WRITER_SQLITE_CACHE).execute(conn).await?;
                 Ok(())
             })
         })
-        .connect_lazy_with(pool.connect_options().as_ref().clone())
+        .connect_lazy_with(pool.connect_options().as_ref().clone());
+    Some(own)
+}
+
+/// Whether the writer keeps its connection between batches (its own pool: taking and
+/// returning it costs two round trips to the connection's thread per batch) or takes one
+/// from a shared pool for each batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    Keep,
+    PerBatch,
 }
 
 async fn run<D: Engine>(
     pool: Pool<D>,
+    hold: Hold,
     mut incoming: mpsc::Receiver<Pending>,
     written: Arc<Written>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    let mut held = None;
     while incoming.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let (units, replies): (Vec<Unit>, Vec<_>) =
             batch.drain(..).map(|p| (p.unit, p.done)).unzip();
-        let outcomes = commit(&pool, &units).await;
+        let outcomes = commit(&pool, &mut held, &units).await;
+        if hold == Hold::PerBatch {
+            held = None;
+        }
         tracing::debug!(units = units.len(), "group commit");
         // Remembered before anyone is answered, so a caller's next read sees its write.
         for (unit, outcome) in units.iter().zip(&outcomes) {
@@ -126,11 +148,14 @@ async fn run<D: Engine>(
 
 /// Commits `units` as one group, answering each; a unit that fails alone does not fail
 /// the others.
+/// `held` is the writer's connection, taken from `pool` when it has none (and let go after
+/// a failed transaction, so the retries start on a fresh one).
 pub(super) async fn commit<D: Engine>(
     pool: &Pool<D>,
+    held: &mut Option<PoolConnection<D>>,
     units: &[Unit],
 ) -> Vec<Result<Outcome, StoreError>> {
-    match apply(pool, units).await {
+    match apply(pool, held, units).await {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
         Err(err) if units.len() == 1 => vec![Err(err)],
         Err(err) => {
@@ -138,7 +163,7 @@ pub(super) async fn commit<D: Engine>(
             let mut outcomes = Vec::with_capacity(units.len());
             for unit in units {
                 outcomes.push(
-                    apply(pool, std::slice::from_ref(unit))
+                    apply(pool, held, std::slice::from_ref(unit))
                         .await
                         .map(|mut o| o.pop().unwrap_or(Ok(()))),
                 );
@@ -148,9 +173,28 @@ pub(super) async fn commit<D: Engine>(
     }
 }
 
-/// One transaction over `units`.
-async fn apply<D: Engine>(pool: &Pool<D>, units: &[Unit]) -> Result<Vec<Outcome>, StoreError> {
-    let mut tx = AuditedTx::begin(pool).await?;
+/// One transaction over `units`, on the held connection; a failure lets it go.
+async fn apply<D: Engine>(
+    pool: &Pool<D>,
+    held: &mut Option<PoolConnection<D>>,
+    units: &[Unit],
+) -> Result<Vec<Outcome>, StoreError> {
+    let conn = match held {
+        Some(conn) => conn,
+        None => held.insert(pool.acquire().await?),
+    };
+    let result = apply_on(conn, units).await;
+    if result.is_err() {
+        *held = None;
+    }
+    result
+}
+
+async fn apply_on<D: Engine>(
+    conn: &mut PoolConnection<D>,
+    units: &[Unit],
+) -> Result<Vec<Outcome>, StoreError> {
+    let mut tx = AuditedTx::begin(conn).await?;
     let mut versions = Versions::read(&mut tx, units).await?;
     let mut outcomes = Vec::with_capacity(units.len());
     let mut events: Vec<&EventRow> = Vec::new();
