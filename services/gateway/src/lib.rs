@@ -65,8 +65,9 @@ const TOKEN_AUTHORITY: &str = "identity";
 #[derive(Clone)]
 pub struct GatewayState {
     channels: Arc<BTreeMap<&'static str, TracedChannel>>,
-    /// gRPC health clients, by the service name they check.
-    pub health: Vec<(&'static str, HealthClient<TracedChannel>)>,
+    /// gRPC health clients, by the service name they check (shared: the state is cloned for
+    /// every request).
+    pub health: Arc<[(&'static str, HealthClient<TracedChannel>)]>,
     /// The largest request body (`gateway.max_body_bytes`), as help publishes it.
     pub max_body_bytes: usize,
 }
@@ -95,7 +96,7 @@ impl GatewayState {
         }
         Ok(GatewayState {
             channels: Arc::new(channels),
-            health,
+            health: health.into(),
             max_body_bytes: config.max_body_bytes,
         })
     }

@@ -65,7 +65,7 @@ impl Reply for Readiness {
 async fn readyz(State(state): State<GatewayState>) -> Readiness {
     let mut services = BTreeMap::new();
     let mut ready = true;
-    for (name, client) in &state.health {
+    for (name, client) in state.health.iter() {
         let mut client = client.clone();
         let request = HealthCheckRequest {
             service: (*name).to_owned(),
