@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[macro_use]
 mod support;
 
 use std::collections::BTreeSet;
@@ -22,27 +23,6 @@ use noema_store::sql::query;
 use noema_store::with_pool;
 use serde_json::{Value, json};
 use support::*;
-
-macro_rules! conformance {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::support::Backend::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::support::Backend::Postgres).await;
-                }
-            )*
-        }
-    };
-}
 
 conformance!(
     writes_chain_revisions_and_move_both_pointers,
