@@ -27,6 +27,7 @@ use support::*;
 conformance!(
     writes_chain_revisions_and_move_both_pointers,
     a_write_computed_on_a_moved_subject_writes_nothing,
+    a_write_built_on_a_head_that_never_landed_writes_nothing,
     revisions_and_audit_are_append_only_and_chained,
     an_idempotency_key_answers_its_first_result,
     archive_and_delete_move_tiers,
@@ -210,7 +211,9 @@ fn capsule_write(tenant: &str, key: &SubjectKey, version: Option<i64>, sequence:
         revision: Some(RevisionWrite {
             sequence,
             revision_id: format!("sha256:{sequence:064}"),
-            previous_id: String::new(),
+            // The head it builds on: the previous sequence's revision.
+            previous_id: version
+                .map_or_else(String::new, |_| format!("sha256:{:064}", sequence - 1)),
             operation: "upsert",
             capsule: capsule.clone(),
             capsule_sha256: noema_core::content_id::sha256_hex(&capsule),
@@ -263,6 +266,38 @@ async fn a_write_computed_on_a_moved_subject_writes_nothing(backend: Backend) {
     assert_eq!(row.fallback, Some((2, format!("sha256:{:064}", 2))));
     // Only landed writes were audited: init plus three.
     assert_eq!(h.store.list_audit(None, 100, false).await.unwrap().len(), 4);
+}
+
+/// A writer that built on another write still in flight expects the version that write
+/// would make. If that write was refused and another replica's write made the same version,
+/// the version alone would match: the head revision tells them apart.
+async fn a_write_built_on_a_head_that_never_landed_writes_nothing(backend: Backend) {
+    let h = harness(backend).await;
+    let a = SubjectKey::new(SubjectKind::User, "a").unwrap();
+    for write in [
+        capsule_write("t", &a, None, 1),
+        capsule_write("t", &a, Some(1), 2),
+    ] {
+        assert_eq!(h.store.write(write).await.unwrap(), Ok(()));
+    }
+    // Version 2 is there, but its head is sequence 2's revision, not this one's.
+    let mut chained = capsule_write("t", &a, Some(2), 3);
+    if let Write::Capsule(w) = &mut chained
+        && let Some(revision) = &mut w.revision
+    {
+        revision.previous_id = format!("sha256:{:064}", 99);
+    }
+    assert_eq!(h.store.write(chained).await.unwrap(), Err(Refusal::Moved));
+    let row = h.store.subject("t", &a).await.unwrap().unwrap();
+    assert_eq!((row.version, row.head_sequence), (2, 2));
+    // Built on the real head, the same write lands.
+    assert_eq!(
+        h.store
+            .write(capsule_write("t", &a, Some(2), 3))
+            .await
+            .unwrap(),
+        Ok(())
+    );
 }
 
 async fn revisions_and_audit_are_append_only_and_chained(backend: Backend) {

@@ -8,6 +8,7 @@ use noema_core::content_id::sha256_hex;
 use serde_json::json;
 use time::OffsetDateTime;
 
+use super::in_flight::SubjectId;
 use super::{Continuity, WRITE_ATTEMPTS, audit, bytes_of, now, subject_of};
 use crate::domain::access::{Caller, WRITE};
 use crate::domain::error::ContinuityError;
@@ -24,7 +25,9 @@ use crate::domain::upsert::{UpsertOutcome, apply_upsert, prepare_upsert};
 use crate::domain::verify::{RevalidateOutcome, revalidate};
 use crate::domain::write::WriteResult;
 use crate::error::Error;
-use crate::store::{CapsuleWrite, IdempotencyWrite, Refusal, RevisionWrite, Write};
+use crate::store::{
+    CapsuleRevision, CapsuleWrite, IdempotencyWrite, Refusal, RevisionWrite, Write,
+};
 
 /// What a capsule write answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -192,7 +195,9 @@ impl Continuity {
         }))
     }
 
-    /// Read → rule → conditional write, retried while concurrent writers win.
+    /// Read → rule → conditional write, retried while concurrent writers win. Writers of
+    /// one subject take turns in this process, each building on the write handed over
+    /// before it while that one is in flight (see [`super::in_flight`]).
     async fn write_capsule<O: Outcome>(
         &self,
         caller: &Caller,
@@ -202,19 +207,37 @@ impl Continuity {
         idempotency: Option<Idempotency>,
         rule: impl Fn(Option<&StoredCapsule>, OffsetDateTime) -> Result<O, ContinuityError>,
     ) -> Result<Written, Error> {
+        let id: SubjectId = (caller.tenant.clone(), subject.clone());
         for attempt in 1..=WRITE_ATTEMPTS {
-            let row = self.store.subject(&caller.tenant, subject).await?;
+            let mut turn = self.in_flight.turn(&id).await;
+            let basis = turn.basis();
+            let read = match &basis {
+                Some(_) => None,
+                None => self.store.subject(&caller.tenant, subject).await?,
+            };
+            let row = basis.as_ref().map(|b| &b.row).or(read.as_ref());
             let stored = row
-                .as_ref()
                 .and_then(|r| r.active.as_ref())
                 .map(|active| StoredCapsule::new(active.capsule.as_slice()));
             let at = now();
-            let outcome = rule(stored.as_ref(), at)?;
+            let outcome = match rule(stored.as_ref(), at) {
+                Ok(outcome) => outcome,
+                Err(err) => {
+                    drop(turn);
+                    // Refused on a state still being written: an answer only if it lands.
+                    if let Some(basis) = basis
+                        && !basis.landed().await
+                    {
+                        continue;
+                    }
+                    return Err(err.into());
+                }
+            };
             let result = outcome.write();
             let path = result.path();
             let (revision, revision_id) = if result.changed {
-                let sequence = row.as_ref().map_or(1, |r| r.head_sequence + 1);
-                let previous = row.as_ref().map_or("", |r| r.head_revision.as_str());
+                let sequence = row.map_or(1, |r| r.head_sequence + 1);
+                let previous = row.map_or("", |r| r.head_revision.as_str());
                 let id = RevisionRecord {
                     tenant: &caller.tenant,
                     subject,
@@ -236,7 +259,6 @@ impl Continuity {
                 (Some(revision), id)
             } else {
                 let current = row
-                    .as_ref()
                     .and_then(|r| r.active.as_ref())
                     .map(|a| a.revision_id.clone())
                     .unwrap_or_default();
@@ -254,6 +276,13 @@ impl Continuity {
                 replayed: false,
             };
             if revision.is_none() && idempotency.is_none() {
+                drop(turn);
+                // Unchanged against a state still being written: an answer only if it lands.
+                if let Some(basis) = basis
+                    && !basis.landed().await
+                {
+                    continue;
+                }
                 return Ok(written);
             }
             let idem = idempotency.as_ref().map(|idem| IdempotencyWrite {
@@ -272,17 +301,29 @@ impl Continuity {
                 "written": revision.is_some(),
                 "idempotency_key": idempotency.as_ref().map(|i| i.key.as_str()),
             });
+            let ahead = revision.as_ref().map(|r| CapsuleRevision {
+                sequence: r.sequence,
+                revision_id: r.revision_id.clone(),
+                capsule: r.capsule.clone(),
+            });
             let write = Write::Capsule(Box::new(CapsuleWrite {
                 tenant: caller.tenant.clone(),
                 subject: subject.clone(),
                 subject_id: subject_id.to_owned(),
-                expected_version: row.as_ref().map(|r| r.version),
+                expected_version: row.map(|r| r.version),
                 revision,
                 idempotency: idem,
                 at,
                 audit: audit(caller, operation.as_str(), &path, detail),
             }));
-            match self.store.write(write).await? {
+            let wait = self.store.submit(write).await?;
+            let handed = ahead.map(|ahead| turn.handed(row, subject_id, ahead));
+            let outcome = wait.await;
+            if let Some(handed) = handed {
+                let landed = matches!(outcome, Ok(Ok(())));
+                self.in_flight.answered(&id, handed, landed).await;
+            }
+            match outcome? {
                 Ok(()) => return Ok(written),
                 Err(Refusal::KeyTaken) => {
                     // A concurrent write with the same key landed first.

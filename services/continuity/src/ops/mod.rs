@@ -10,6 +10,7 @@ mod cold;
 mod context;
 mod context_inputs;
 mod coordination;
+mod in_flight;
 mod memory;
 mod messages;
 mod plans;
@@ -96,6 +97,8 @@ pub struct Continuity {
     fallback_rows: RowCache,
     /// Each revision's capsule JSON as a read shows it, serialised once.
     capsule_json: quick_cache::sync::Cache<String, Arc<str>>,
+    /// Capsule writes in flight per subject (hot subjects' writers build on each other).
+    in_flight: in_flight::InFlight,
     /// Memory files, search, tasks and schedule for context bundles (not continuity's own).
     inputs: Arc<dyn ContextInputs>,
     /// Recent signed-envelope verification failures per caller (the throttle).
@@ -116,6 +119,7 @@ impl Continuity {
             active_rows: RowCache::new(CACHED_CAPSULES),
             fallback_rows: RowCache::new(CACHED_CAPSULES),
             capsule_json: quick_cache::sync::Cache::new(CACHED_CAPSULES),
+            in_flight: in_flight::InFlight::default(),
             inputs,
             failures: messages::VerifyFailures::default(),
             identity: None,

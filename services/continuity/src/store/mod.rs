@@ -99,6 +99,16 @@ impl ContinuityStore {
         Ok(self.writer().write(write).await?.map(drop))
     }
 
+    /// [`ContinuityStore::write`] in two steps: hands `write` over now (so writes handed
+    /// over one after the other land in that order) and returns the wait for its commit.
+    pub async fn submit(
+        &self,
+        write: Write,
+    ) -> Result<impl Future<Output = Result<Result<(), Refusal>, Error>> + use<>, Error> {
+        let wait = self.writer().submit(write).await?;
+        Ok(async move { Ok(wait.await?.map(drop)) })
+    }
+
     /// Commits `writes` as one group, now, answering each.
     pub async fn write_batch(&self, writes: Vec<Write>) -> Vec<Result<Result<(), Refusal>, Error>> {
         let _turn = match self.db {

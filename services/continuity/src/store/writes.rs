@@ -1,6 +1,6 @@
 //! Writes: each one's statements inside an audited transaction. A write lands only if the
-//! state it was computed against is still there (the subject's version, an archive's
-//! state); otherwise it writes nothing and answers a [`Refusal`], and the operations layer
+//! state it was computed against is still there (the subject's version and head revision,
+//! an archive's state); otherwise it writes nothing and answers a [`Refusal`], and the operations layer
 //! reads again and retries its rule. No statement here can fail on a conflict (they use
 //! `ON CONFLICT DO NOTHING` and compensate within the transaction), so one refused write
 //! never aborts the other writes of its group.
@@ -61,7 +61,9 @@ pub struct CapsuleWrite {
     pub tenant: String,
     pub subject: SubjectKey,
     pub subject_id: String,
-    /// The version read; `None`: the subject had no row.
+    /// The version read; `None`: the subject had no row. A revision lands only on that
+    /// version with its `previous_id` still the head: a version is a counter, which a write
+    /// built on another write still in flight could meet again if that one was refused.
     pub expected_version: Option<i64>,
     pub revision: Option<RevisionWrite>,
     pub idempotency: Option<IdempotencyWrite>,
@@ -281,7 +283,8 @@ async fn capsule<D: Engine>(
                     "UPDATE continuity_subjects SET subject_id = $4, version = version + 1, \
                  head_sequence = $5, head_revision = $6, active_sequence = $5, \
                  active_revision = $6, fallback_sequence = $5, fallback_revision = $6 \
-                 WHERE tenant = $1 AND subject_kind = $2 AND subject_key = $3 AND version = $7",
+                 WHERE tenant = $1 AND subject_kind = $2 AND subject_key = $3 AND version = $7 \
+                 AND head_revision = $8",
                 )
                 .bind(w.tenant.as_str())
                 .bind(kind)
@@ -290,6 +293,7 @@ async fn capsule<D: Engine>(
                 .bind(revision.sequence)
                 .bind(revision.revision_id.as_str())
                 .bind(version)
+                .bind(revision.previous_id.as_str())
                 .execute(tx.conn())
                 .await?
                     == 0
