@@ -31,6 +31,7 @@ conformance!(
     revisions_and_audit_are_append_only_and_chained,
     an_idempotency_key_answers_its_first_result,
     archive_and_delete_move_tiers,
+    a_list_sees_every_write_before_it,
     cold_store_and_rehydrate_are_byte_exact,
     retention_apply_drains_a_backlog,
     tenants_never_see_each_other,
@@ -499,6 +500,82 @@ async fn archive_and_delete_move_tiers(backend: Backend) {
         h.store.list_audit(None, 100, false).await.unwrap().len(),
         audit_before
     );
+}
+
+/// A list with fallbacks as "subject state updated_at" lines.
+async fn listed(h: &Harness, caller: &noema_continuity::domain::access::Caller) -> Vec<String> {
+    let list = parse(
+        &h.continuity
+            .list(caller, &body(json!({"include_fallback": true})))
+            .await
+            .unwrap(),
+    );
+    list["capsules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {}",
+                r["subject_id"].as_str().unwrap(),
+                r["artifact_state"].as_str().unwrap(),
+                r["updated_at"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// Lists read pointers kept in memory on SQLite: each write that moves one must show in the
+/// next list, whatever was listed before it.
+async fn a_list_sees_every_write_before_it(backend: Backend) {
+    let h = harness(backend).await;
+    let alice = agent("agent:alice");
+    assert!(listed(&h, &alice).await.is_empty());
+    h.continuity
+        .upsert(&alice, &upsert("user", "a", &at(1), &["one"]))
+        .await
+        .unwrap();
+    let a1 = format!("a active {}", at(1));
+    let a1_fallback = format!("a fallback {}", at(1));
+    assert_eq!(listed(&h, &alice).await, [a1.clone(), a1_fallback.clone()]);
+    h.continuity
+        .upsert(&alice, &upsert("user", "b", &at(2), &["two"]))
+        .await
+        .unwrap();
+    let b2 = [
+        format!("b active {}", at(2)),
+        format!("b fallback {}", at(2)),
+    ];
+    assert_eq!(
+        listed(&h, &alice).await,
+        [&[a1, a1_fallback][..], &b2].concat()
+    );
+    h.continuity
+        .upsert(&alice, &upsert("user", "a", &at(3), &["three"]))
+        .await
+        .unwrap();
+    let a3 = [
+        format!("a active {}", at(3)),
+        format!("a fallback {}", at(3)),
+    ];
+    assert_eq!(listed(&h, &alice).await, [&a3[..], &b2].concat());
+    h.continuity
+        .archive(
+            &alice,
+            &body(json!({"subject_kind": "user", "subject_id": "a", "reason": "done"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed(&h, &alice).await, [&a3[1..], &b2].concat());
+    h.continuity
+        .delete(
+            &alice,
+            &body(json!({"subject_kind": "user", "subject_id": "b",
+                "delete_active": true, "delete_fallback": true, "reason": "forget it"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed(&h, &alice).await, a3[1..]);
 }
 
 async fn cold_store_and_rehydrate_are_byte_exact(backend: Backend) {

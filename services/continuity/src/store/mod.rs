@@ -15,6 +15,7 @@ mod memory;
 mod memory_postings;
 mod memory_terms;
 mod messages;
+mod pointer_cache;
 mod reads;
 mod schedule;
 mod tasks;
@@ -67,6 +68,8 @@ pub struct ContinuityStore {
     writer: Arc<OnceLock<GroupWriter>>,
     /// SQLite: search's in-memory index of the loaded tenants, changed by the writer.
     memory_postings: Arc<memory_postings::MemoryPostings>,
+    /// SQLite: the listed tenants' subject pointers, dropped by the writer.
+    pointer_cache: Arc<pointer_cache::PointerCache>,
 }
 
 impl ContinuityStore {
@@ -76,6 +79,7 @@ impl ContinuityStore {
             sqlite_writer: Arc::new(tokio::sync::Mutex::new(())),
             writer: Arc::new(OnceLock::new()),
             memory_postings: Arc::default(),
+            pointer_cache: Arc::default(),
         }
     }
 
@@ -89,6 +93,7 @@ impl ContinuityStore {
                 self.db.clone(),
                 Arc::clone(&self.sqlite_writer),
                 Arc::clone(&self.memory_postings),
+                Arc::clone(&self.pointer_cache),
             )
         })
     }
@@ -115,7 +120,7 @@ impl ContinuityStore {
             Database::Sqlite(_) => Some(self.sqlite_writer.lock().await),
             Database::Postgres(_) => None,
         };
-        writer::commit(&self.db, &self.memory_postings, writes)
+        writer::commit(&self.db, &self.memory_postings, &self.pointer_cache, writes)
             .await
             .into_iter()
             .map(|outcome| outcome.map(|landed| landed.map(drop)))

@@ -1,8 +1,10 @@
 //! Reads: a subject's state, revisions, listings, archives, idempotency keys and plans.
 //! Every read names its tenant; no query can reach another tenant's rows.
 
-use noema_store::sql::{Builder, query};
-use noema_store::with_pool;
+use std::sync::Arc;
+
+use noema_store::sql::{Builder, Engine, query};
+use noema_store::{Database, with_pool};
 use time::OffsetDateTime;
 
 use super::ContinuityStore;
@@ -226,38 +228,32 @@ impl ContinuityStore {
     }
 
     /// Every subject's active and fallback revision (kind, key, pointers), in key order:
-    /// what a list needs, and no more (the capsules come from the cache or by key).
-    pub async fn pointers(&self, tenant: &str, kind: Option<&str>) -> Result<Vec<Pointers>, Error> {
-        #[derive(sqlx::FromRow)]
-        struct Row {
-            subject_kind: String,
-            subject_key: String,
-            active_sequence: Option<i64>,
-            active_revision: Option<String>,
-            fallback_sequence: Option<i64>,
-            fallback_revision: Option<String>,
-        }
-        let rows: Vec<Row> = with_pool!(&self.db, |pool| {
-            query(
-                "SELECT subject_kind, subject_key, active_sequence, active_revision, \
-                 fallback_sequence, fallback_revision FROM continuity_subjects \
-                 WHERE tenant = $1 AND ($2 = '' OR subject_kind = $2) \
-                 ORDER BY subject_kind, subject_key",
-            )
-            .bind(tenant)
-            .bind(kind.unwrap_or(""))
-            .fetch_all(pool)
-            .await?
-        });
-        Ok(rows
-            .into_iter()
-            .map(|r| Pointers {
-                subject_kind: r.subject_kind,
-                subject_key: r.subject_key,
-                active: r.active_sequence.zip(r.active_revision),
-                fallback: r.fallback_sequence.zip(r.fallback_revision),
-            })
-            .collect())
+    /// what a list needs, and no more (the capsules come from the cache or by key). On
+    /// SQLite from the pointer cache when it holds the tenant.
+    pub async fn pointers(
+        &self,
+        tenant: &str,
+        kind: Option<&str>,
+    ) -> Result<Arc<[Pointers]>, Error> {
+        let all = match &self.db {
+            Database::Sqlite(pool) => match self.pointer_cache.get(tenant) {
+                Ok(kept) => kept,
+                Err(ticket) => {
+                    let read: Arc<[Pointers]> = pointer_rows(pool, tenant).await?.into();
+                    self.pointer_cache.put(tenant, ticket, Arc::clone(&read));
+                    read
+                }
+            },
+            Database::Postgres(pool) => pointer_rows(pool, tenant).await?.into(),
+        };
+        Ok(match kind {
+            None => all,
+            Some(kind) => all
+                .iter()
+                .filter(|p| p.subject_kind == kind)
+                .cloned()
+                .collect(),
+        })
     }
 
     /// One revision's capsule.
@@ -533,4 +529,37 @@ impl ContinuityStore {
             archives: self.archives(tenant, None, None, None).await?,
         })
     }
+}
+
+/// A tenant's subject pointer rows, in key order.
+async fn pointer_rows<D: Engine>(
+    pool: &sqlx::Pool<D>,
+    tenant: &str,
+) -> Result<Vec<Pointers>, Error> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        subject_kind: String,
+        subject_key: String,
+        active_sequence: Option<i64>,
+        active_revision: Option<String>,
+        fallback_sequence: Option<i64>,
+        fallback_revision: Option<String>,
+    }
+    let rows: Vec<Row> = query(
+        "SELECT subject_kind, subject_key, active_sequence, active_revision, \
+         fallback_sequence, fallback_revision FROM continuity_subjects \
+         WHERE tenant = $1 ORDER BY subject_kind, subject_key",
+    )
+    .bind(tenant)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Pointers {
+            subject_kind: r.subject_kind,
+            subject_key: r.subject_key,
+            active: r.active_sequence.zip(r.active_revision),
+            fallback: r.fallback_sequence.zip(r.fallback_revision),
+        })
+        .collect())
 }

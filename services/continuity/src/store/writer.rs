@@ -5,7 +5,8 @@
 //! A write whose state moved is refused inside the group without disturbing the others; if
 //! the group's transaction fails, its writes are retried one by one so each caller gets its
 //! own answer. What committed memory writes changed is applied to search's in-memory
-//! index before the gate is released and the callers are answered.
+//! index, and the tenants whose subject pointers moved are dropped from the pointer cache,
+//! before the gate is released and the callers are answered.
 
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ use sqlx::Acquire;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::memory_postings::MemoryPostings;
+use super::pointer_cache::PointerCache;
 use super::writes::{Landed, Refusal, Write};
 use crate::error::Error;
 
@@ -50,9 +52,10 @@ impl GroupWriter {
         db: Database,
         sqlite_writer: Arc<Mutex<()>>,
         postings: Arc<MemoryPostings>,
+        pointers: Arc<PointerCache>,
     ) -> Self {
         let (queue, incoming) = mpsc::channel(QUEUE);
-        tokio::spawn(run(db, sqlite_writer, postings, incoming));
+        tokio::spawn(run(db, sqlite_writer, postings, pointers, incoming));
         GroupWriter { queue }
     }
 
@@ -81,6 +84,7 @@ async fn run(
     db: Database,
     sqlite_writer: Arc<Mutex<()>>,
     postings: Arc<MemoryPostings>,
+    pointers: Arc<PointerCache>,
     mut incoming: mpsc::Receiver<Pending>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -92,7 +96,7 @@ async fn run(
         let (writes, replies): (Vec<Write>, Vec<_>) =
             batch.drain(..).map(|p| (p.write, p.done)).unzip();
         let count = writes.len();
-        let outcomes = commit(&db, &postings, writes).await;
+        let outcomes = commit(&db, &postings, &pointers, writes).await;
         tracing::debug!(writes = count, "continuity group commit");
         for (reply, outcome) in replies.into_iter().zip(outcomes) {
             // A caller that went away still had its write committed; nobody to tell.
@@ -103,13 +107,26 @@ async fn run(
 
 /// Commits `writes` as one group, answering each; if the group fails, each write is
 /// retried alone. The caller holds the SQLite write gate: the committed writes' index
-/// changes are applied under it.
+/// and pointer changes are applied under it.
 pub(super) async fn commit(
     db: &Database,
     postings: &MemoryPostings,
+    pointers: &PointerCache,
     writes: Vec<Write>,
 ) -> Vec<Outcome> {
+    let moving: Vec<(usize, String)> = writes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, write)| Some((i, write.moves_pointers_of()?.to_owned())))
+        .collect();
     let mut outcomes = commit_group(db, writes).await;
+    pointers.changed(
+        moving
+            .iter()
+            // A write that failed may have landed all the same: only a refusal surely did not.
+            .filter(|(i, _)| !matches!(outcomes.get(*i), Some(Ok(Err(_)))))
+            .map(|(_, tenant)| tenant.as_str()),
+    );
     let changes: Vec<_> = outcomes
         .iter_mut()
         .filter_map(|outcome| match outcome {

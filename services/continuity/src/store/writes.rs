@@ -187,6 +187,16 @@ impl Write {
         }
     }
 
+    /// The tenant whose subject pointers (active, fallback) this write moves if it lands.
+    pub(super) fn moves_pointers_of(&self) -> Option<&str> {
+        match self {
+            Write::Capsule(w) if w.revision.is_some() => Some(&w.tenant),
+            Write::Archive(w) => Some(&w.tenant),
+            Write::Delete(w) => Some(&w.tenant),
+            _ => None,
+        }
+    }
+
     /// Runs the write's statements in `tx` and records its audit entry if it landed.
     pub(super) async fn apply<D: Engine>(
         &self,
