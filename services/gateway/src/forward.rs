@@ -161,22 +161,65 @@ pub fn is_local_client(peer: Option<SocketAddr>, headers: &HeaderMap) -> bool {
 pub struct TokenCheck {
     pub style: ErrorStyle,
     pub authenticator: Arc<dyn Authenticator>,
+    /// The route reads the caller's principal the check found (the MCP endpoint): it goes
+    /// into the request's extensions, with the [`TokenChecked`] it came from.
+    pub keeps_principal: bool,
+}
+
+/// A bearer token the MCP endpoint has just found valid through the same cached check
+/// [`require_token`] makes, on a request the endpoint makes of a route in memory for a tool
+/// call: the route lets it through without looking the token up a second time. Only this
+/// crate makes one, and a request from the wire cannot carry an extension. The route's
+/// service still authenticates the token and checks its scopes, as for any request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenChecked {
+    token: Arc<str>,
+}
+
+impl TokenChecked {
+    /// `token` was found valid by the gateway's token check.
+    pub(crate) fn new(token: &str) -> TokenChecked {
+        TokenChecked {
+            token: token.into(),
+        }
+    }
+
+    /// Whether `token` is the one that was checked.
+    pub fn is(&self, token: &str) -> bool {
+        *self.token == *token
+    }
 }
 
 /// Refuses a request without a valid bearer token before anything reads its body, so a
 /// caller without one learns it must authenticate (401 with `WWW-Authenticate: Bearer`),
 /// not what its body lacks: a missing or malformed header, and a token the token
 /// authority rejects (unknown, revoked, expired). When the authority cannot be asked,
-/// the request goes on and the service answers for itself. The services still
-/// authenticate the token and check its scopes.
+/// the request goes on and the service answers for itself. A tool call's request whose
+/// token the MCP endpoint has just checked ([`TokenChecked`]) is not looked up again. The
+/// services still authenticate the token and check its scopes.
 pub async fn require_token(
     State(check): State<TokenCheck>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let style = check.style;
     let refusal = match noema_runtime::auth::bearer_token(request.headers()) {
+        Ok(Some(token))
+            if request
+                .extensions()
+                .get::<TokenChecked>()
+                .is_some_and(|checked| checked.is(token)) =>
+        {
+            return next.run(request).await;
+        }
         Ok(Some(token)) => match check.authenticator.authenticate(token).await {
+            Ok(principal) if check.keeps_principal => {
+                let checked = TokenChecked::new(token);
+                let extensions = request.extensions_mut();
+                extensions.insert(checked);
+                extensions.insert(principal);
+                return next.run(request).await;
+            }
             Ok(_) | Err(AuthError::Unavailable(_)) => return next.run(request).await,
             Err(err) => err,
         },

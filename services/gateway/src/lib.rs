@@ -174,6 +174,7 @@ pub fn router(state: GatewayState, config: &GatewayConfig) -> Router {
             let check = forward::TokenCheck {
                 style: route.errors,
                 authenticator: authenticator.clone(),
+                keeps_principal: route.path == mcp::PATH,
             };
             handler = handler.route_layer(axum::middleware::from_fn_with_state(
                 check,

@@ -33,6 +33,7 @@ use serde_json::value::RawValue;
 
 use super::call::{ToolOutput, WireResult};
 use super::{PROTOCOL_VERSION_HEADER, Tools};
+use crate::forward::TokenChecked;
 
 /// The methods answered here.
 const METHODS: [&str; 3] = ["ping", "tools/list", "tools/call"];
@@ -46,6 +47,8 @@ const LIFECYCLE_META_PREFIX: &str = "io.modelcontextprotocol/";
 pub struct Hot {
     id: RequestId,
     method: Method,
+    /// The endpoint's check of the request's token, passed on to a tool's route.
+    checked: Option<TokenChecked>,
 }
 
 /// The methods answered here, with their parameters.
@@ -82,7 +85,11 @@ pub fn eligible(parts: &Parts, message: Value) -> Option<Hot> {
         ClientRequest::CallToolRequest(request) => Method::CallTool(request.params),
         _ => return None,
     };
-    Some(Hot { id, method })
+    Some(Hot {
+        id,
+        method,
+        checked: parts.extensions.get::<TokenChecked>().cloned(),
+    })
 }
 
 /// The plainest `tools/call`: exactly these members, the parameters only a name and
@@ -122,6 +129,7 @@ pub fn plain_call(parts: &Parts, body: &[u8]) -> Option<Hot> {
     Some(Hot {
         id: call.id,
         method: Method::CallTool(params),
+        checked: parts.extensions.get::<TokenChecked>().cloned(),
     })
 }
 
@@ -260,13 +268,20 @@ pub async fn answer(
     headers: &HeaderMap,
     request: Hot,
 ) -> Answer {
-    let Hot { id, method } = request;
+    let Hot {
+        id,
+        method,
+        checked,
+    } = request;
     let result = match method {
         Method::Ping => Ok(ServerResult::empty(())),
         Method::ListTools(params) => tools
             .list(principal, params)
             .map(ServerResult::ListToolsResult),
-        Method::CallTool(params) => match tools.call(principal, headers, params).await {
+        Method::CallTool(params) => match tools
+            .call(principal, headers, checked.as_ref(), params)
+            .await
+        {
             Ok(ToolOutput {
                 is_error,
                 text,

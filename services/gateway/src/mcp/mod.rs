@@ -50,7 +50,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Extension, FromRequest, Request};
+use axum::extract::{Extension, FromRequest, Request, State};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -71,8 +71,9 @@ use serde_json::Value;
 use tower::ServiceExt;
 use tracing::Instrument;
 
+use crate::GatewayState;
 use crate::error::{ApiError, ErrorStyle};
-use crate::forward::Caller;
+use crate::forward::TokenChecked;
 use crate::route::{Input, OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb};
 use call::ToolOutput;
 use tools::ToolSpec;
@@ -157,34 +158,57 @@ impl Mcp {
     }
 
     /// The endpoint authenticates a bearer token through `tokens`, the gateway's cached
-    /// token check that a REST route makes first, so a tool call costs one such check more
-    /// than the REST call, not an `Authenticate` call. Anything but a valid token (none, a
-    /// malformed header, a rejected token, the authority unreachable) is still answered by
+    /// token check that a REST route makes first, not with an `Authenticate` call. The
+    /// endpoint's own route makes that check before it (unless anonymous scopes are
+    /// configured) and hands on the principal it found, and the tool call's route takes
+    /// the endpoint's word for the same token ([`TokenChecked`]), so a tool call checks the
+    /// token as often as the REST call does. Anything but a valid token (none, a malformed
+    /// header, a rejected token, the authority unreachable) is still answered by
     /// `Authenticate` itself, so refusals read as before.
     pub fn with_token_cache(mut self, tokens: Arc<dyn Authenticator>) -> Mcp {
         self.tokens = Some(tokens);
         self
     }
 
-    /// The caller of a `POST`: from the token cache when it knows the token as valid,
-    /// otherwise as `Authenticate` answers.
+    /// Puts the caller of a `POST` in `request`'s extensions: as the route's token check
+    /// found it ([`TokenChecked`]), or from the token cache when it knows the token as
+    /// valid (then with a [`TokenChecked`] too, so the tool call's route does not look the
+    /// token up again), otherwise as `Authenticate` answers.
     async fn authenticate(
         &self,
-        caller: &Caller,
-        headers: &http::HeaderMap,
-    ) -> Result<Principal, tonic::Status> {
-        if let (Some(tokens), Ok(Some(token))) = (&self.tokens, bearer_token(headers))
+        state: &GatewayState,
+        request: &mut Request,
+    ) -> Result<(), tonic::Status> {
+        let headers = request.headers();
+        let token = bearer_token(headers).ok().flatten();
+        let extensions = request.extensions();
+        if let Some(token) = token
+            && extensions
+                .get::<TokenChecked>()
+                .is_some_and(|checked| checked.is(token))
+            && extensions.get::<Principal>().is_some()
+        {
+            return Ok(());
+        }
+        if let (Some(tokens), Some(token)) = (&self.tokens, token)
             && let Ok(principal) = tokens.authenticate(token).await
         {
-            return Ok(principal);
+            let checked = TokenChecked::new(token);
+            let extensions = request.extensions_mut();
+            extensions.insert(checked);
+            extensions.insert(principal);
+            return Ok(());
         }
-        let principal = caller
+        let principal = state
             .identity()
-            .authenticate(caller.request(pb::AuthenticateRequest {}))
+            .authenticate(crate::forward::grpc(headers, pb::AuthenticateRequest {}))
             .await?;
-        Ok(noema_runtime::auth::principal_from_proto(
+        let extensions = request.extensions_mut();
+        extensions.remove::<TokenChecked>();
+        extensions.insert(noema_runtime::auth::principal_from_proto(
             principal.into_inner(),
-        ))
+        ));
+        Ok(())
     }
 
     /// The SDK transport's answer to `request`.
@@ -363,11 +387,13 @@ impl Tools {
         Ok(result)
     }
 
-    /// `tools/call`: the tool's route run for `principal`, with the request's `headers`.
+    /// `tools/call`: the tool's route run for `principal`, with the request's `headers`
+    /// (and the endpoint's check of their token, when it made one the route honours).
     async fn call(
         &self,
         principal: &Principal,
         headers: &http::HeaderMap,
+        checked: Option<&TokenChecked>,
         request: CallToolRequestParams,
     ) -> Result<ToolOutput, ErrorData> {
         let spec = tools::table()
@@ -376,10 +402,13 @@ impl Tools {
             .ok_or_else(|| unknown_tool(&request.name))?;
         let span = tracing::info_span!("mcp.tool", tool = %spec.name(), http.route = spec.path);
         async {
-            let rest = match call::rest_request(spec, request.arguments, headers) {
+            let mut rest = match call::rest_request(spec, request.arguments, headers) {
                 Ok(rest) => rest,
                 Err(message) => return Ok(ToolOutput::error(message)),
             };
+            if let Some(checked) = checked {
+                rest.extensions_mut().insert(checked.clone());
+            }
             let response = match self.routes.clone().oneshot(rest).await {
                 Ok(response) => response,
                 Err(never) => match never {},
@@ -399,10 +428,10 @@ struct Handler {
     tools: Arc<Tools>,
 }
 
-/// The caller the endpoint authenticated, and its request headers.
+/// The caller the endpoint authenticated, and its request's parts.
 fn caller(
     context: &RequestContext<RoleServer>,
-) -> Result<(&Principal, &http::HeaderMap), ErrorData> {
+) -> Result<(&Principal, &http::request::Parts), ErrorData> {
     let parts = context
         .extensions
         .get::<http::request::Parts>()
@@ -411,7 +440,7 @@ fn caller(
         .extensions
         .get::<Principal>()
         .ok_or_else(|| ErrorData::internal_error("caller not authenticated", None))?;
-    Ok((principal, &parts.headers))
+    Ok((principal, parts))
 }
 
 /// The protocol error for a tool that does not exist or that the caller may not call:
@@ -445,9 +474,14 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let (principal, headers) = caller(&context)?;
+        let (principal, parts) = caller(&context)?;
         self.tools
-            .call(principal, headers, request)
+            .call(
+                principal,
+                &parts.headers,
+                parts.extensions.get::<TokenChecked>(),
+                request,
+            )
             .await?
             .into_result()
             .map(CallToolResponse::from)
@@ -536,15 +570,13 @@ impl Reply for McpReply {
 /// Every MCP request: a `POST` is authenticated (401 in Noema's error shape, with
 /// `WWW-Authenticate: Bearer`) and then handed to the SDK with the caller's principal.
 async fn endpoint(
-    caller: Caller,
+    State(state): State<GatewayState>,
     Extension(mcp): Extension<Mcp>,
     McpRequest(mut request): McpRequest,
 ) -> McpReply {
     if request.method() == Method::POST {
-        match mcp.authenticate(&caller, request.headers()).await {
-            Ok(principal) => {
-                request.extensions_mut().insert(principal);
-            }
+        match mcp.authenticate(&state, &mut request).await {
+            Ok(()) => {}
             Err(status) => {
                 let error = ApiError::from(status);
                 let mut response = ErrorStyle::Noema.render(&error.0);
