@@ -84,6 +84,37 @@ struct Bench {
     token: String,
     run: String,
     counter: AtomicU64,
+    mcp: McpCall,
+}
+
+/// The MCP phase's request, made once: its URL, and its body around the id, which is all
+/// that changes from call to call (a client with a fixed call writes it the same way).
+struct McpCall {
+    url: String,
+    before_id: String,
+    after_id: String,
+}
+
+impl McpCall {
+    fn new(base: &str, run: &str) -> McpCall {
+        let params = json!({"name": "messages.inbox",
+                            "arguments": {"recipient": format!("{run}-filled"), "limit": "20"}});
+        McpCall {
+            url: format!("{base}/v1/mcp"),
+            before_id: r#"{"jsonrpc":"2.0","id":"#.to_owned(),
+            after_id: format!(r#","method":"tools/call","params":{params}}}"#),
+        }
+    }
+
+    /// The body of the call with id `n`.
+    fn body(&self, n: u64) -> String {
+        let id = n.to_string();
+        let mut body = String::with_capacity(self.before_id.len() + id.len() + self.after_id.len());
+        body.push_str(&self.before_id);
+        body.push_str(&id);
+        body.push_str(&self.after_id);
+        body
+    }
 }
 
 impl Bench {
@@ -115,17 +146,13 @@ impl Bench {
     }
 
     async fn mcp_inbox(&self, n: u64) -> Result<(), String> {
-        let body = json!({
-            "jsonrpc": "2.0", "id": n, "method": "tools/call",
-            "params": {"name": "messages.inbox",
-                       "arguments": {"recipient": format!("{}-filled", self.run), "limit": "20"}},
-        });
         let response = self
             .http
-            .post(format!("{}/v1/mcp", self.base))
+            .post(&self.mcp.url)
             .bearer_auth(&self.token)
             .header("accept", "application/json, text/event-stream")
-            .json(&body)
+            .header("content-type", "application/json")
+            .body(self.mcp.body(n))
             .send()
             .await
             .map_err(|e| e.to_string())?;
@@ -187,11 +214,14 @@ pub async fn bench(args: &CoordinationBenchArgs) -> Result<(), CommandError> {
         .pool_max_idle_per_host(args.concurrency)
         .build()
         .map_err(|e| CommandError::Usage(e.to_string()))?;
+    let base = args.target.trim_end_matches('/').to_owned();
+    let run = format!("bench-{run:x}");
     let bench = Arc::new(Bench {
         http,
-        base: args.target.trim_end_matches('/').to_owned(),
+        mcp: McpCall::new(&base, &run),
+        base,
         token: args.client.token()?,
-        run: format!("bench-{run:x}"),
+        run,
         counter: AtomicU64::new(0),
     });
     // The inbox the read phases read (not measured).
@@ -243,4 +273,23 @@ pub async fn bench(args: &CoordinationBenchArgs) -> Result<(), CommandError> {
         "server_peak_rss_mb": args.server_pid.and_then(peak_rss_mb),
     }));
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mcp_body_is_the_tool_call() {
+        let call = McpCall::new("http://127.0.0.1:1", "bench-1f");
+        assert_eq!(call.url, "http://127.0.0.1:1/v1/mcp");
+        let body: Value = serde_json::from_str(&call.body(42)).unwrap();
+        assert_eq!(
+            body,
+            json!({"jsonrpc": "2.0", "id": 42, "method": "tools/call",
+                   "params": {"name": "messages.inbox",
+                              "arguments": {"recipient": "bench-1f-filled", "limit": "20"}}})
+        );
+    }
 }
