@@ -506,6 +506,102 @@ mod tests {
         assert_eq!(one.a.as_deref(), Some("A"));
     }
 
+    /// A token authority that knows one token and counts the lookups.
+    struct OneToken(std::sync::atomic::AtomicUsize);
+
+    impl Authenticator for OneToken {
+        fn authenticate<'a, 'b, 'c>(
+            &'a self,
+            token: &'b str,
+        ) -> std::pin::Pin<
+            Box<dyn Future<Output = Result<noema_core::scopes::Principal, AuthError>> + Send + 'c>,
+        >
+        where
+            'a: 'c,
+            'b: 'c,
+            Self: 'c,
+        {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let answer = if token == "good" {
+                Ok(noema_core::scopes::Principal {
+                    token_id: "t".into(),
+                    peer_id: "p".into(),
+                    scopes: Vec::new(),
+                    read_namespaces: Vec::new(),
+                    write_namespaces: Vec::new(),
+                    superuser: false,
+                    tenant: "p".into(),
+                })
+            } else {
+                Err(AuthError::Rejected(
+                    noema_core::scopes::TokenRejection::Revoked,
+                ))
+            };
+            Box::pin(std::future::ready(answer))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_token_the_endpoint_checked_is_not_looked_up_again_and_no_other_is() {
+        use axum::http::StatusCode;
+        let tokens = Arc::new(OneToken(std::sync::atomic::AtomicUsize::new(0)));
+        let router = |keeps_principal: bool| {
+            let check = TokenCheck {
+                style: ErrorStyle::Noema,
+                authenticator: tokens.clone(),
+                keeps_principal,
+            };
+            axum::Router::new().route(
+                "/x",
+                axum::routing::get(|request: Request| async move {
+                    let extensions = request.extensions();
+                    format!(
+                        "{} {}",
+                        extensions.get::<TokenChecked>().is_some(),
+                        extensions
+                            .get::<noema_core::scopes::Principal>()
+                            .map_or("-", |p| p.peer_id.as_str())
+                    )
+                })
+                .route_layer(axum::middleware::from_fn_with_state(check, require_token)),
+            )
+        };
+        let call = |keeps_principal: bool, token: &str, checked: Option<&str>| {
+            let mut request = axum::http::Request::builder()
+                .uri("/x")
+                .header("authorization", format!("Bearer {token}"))
+                .body(axum::body::Body::empty())
+                .unwrap();
+            if let Some(checked) = checked {
+                request.extensions_mut().insert(TokenChecked::new(checked));
+            }
+            tower::ServiceExt::oneshot(router(keeps_principal), request)
+        };
+        let lookups = || tokens.0.load(std::sync::atomic::Ordering::SeqCst);
+        let text = |response: Response| async move {
+            let status = response.status();
+            let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            (status, String::from_utf8(body.to_vec()).unwrap())
+        };
+
+        // Checked by the endpoint: let through without a lookup.
+        let (status, _) = text(call(false, "good", Some("good")).await.unwrap()).await;
+        assert_eq!((status, lookups()), (StatusCode::OK, 0));
+        // A check of another token counts for nothing: a revoked token is refused.
+        let (status, _) = text(call(false, "bad", Some("good")).await.unwrap()).await;
+        assert_eq!((status, lookups()), (StatusCode::UNAUTHORIZED, 1));
+        let (status, _) = text(call(false, "bad", None).await.unwrap()).await;
+        assert_eq!((status, lookups()), (StatusCode::UNAUTHORIZED, 2));
+        // The MCP endpoint's route hands on what it found; no other route does.
+        let answer = text(call(true, "good", None).await.unwrap()).await;
+        assert_eq!(answer, (StatusCode::OK, "true p".to_owned()));
+        let answer = text(call(false, "good", None).await.unwrap()).await;
+        assert_eq!(answer, (StatusCode::OK, "false -".to_owned()));
+        assert_eq!(lookups(), 4);
+    }
+
     #[test]
     fn bodies_decode_the_first_json_value_and_say_what_is_malformed() {
         let value: Value = json_body(b"{\"a\":1} trailing").unwrap();
