@@ -103,7 +103,14 @@ fn operation(route: &Route, schemas: &mut Schemas) -> Value {
     let mut parameters: Vec<Value> = route
         .path_params()
         .into_iter()
-        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+        .map(|name| {
+            let schema = route
+                .path_schemas
+                .iter()
+                .find(|(param, _)| *param == name)
+                .map_or_else(|| json!({"type": "string"}), |(_, schema)| schema.clone());
+            json!({"name": name, "in": "path", "required": true, "schema": schema})
+        })
         .collect();
     parameters.extend(doc.query.iter().map(|param| {
         let mut value = json!({

@@ -95,6 +95,9 @@ pub struct Route {
     pub access: Access,
     /// Statuses documented besides the handler's own and the common error statuses.
     pub statuses: Vec<(u16, &'static str)>,
+    /// The grammar of path parameters the handler checks (a JSON Schema by name); any
+    /// other path parameter is a plain string.
+    pub path_schemas: Vec<(&'static str, Value)>,
     /// The MCP tool that calls this route, if any.
     pub tool: Option<ToolDecl>,
     /// The capability features this route implements.
@@ -133,6 +136,14 @@ impl Route {
     #[must_use]
     pub fn status(mut self, status: u16, description: &'static str) -> Self {
         self.statuses.push((status, description));
+        self
+    }
+
+    /// The path parameter `name` follows `schema` (what the handler refuses with 400 or
+    /// 422 otherwise).
+    #[must_use]
+    pub fn path_param(mut self, name: &'static str, schema: Value) -> Self {
+        self.path_schemas.push((name, schema));
         self
     }
 
@@ -189,6 +200,20 @@ impl Route {
     }
 }
 
+/// `routes`, with the path parameter `name` documented by `schema` wherever a path has it.
+pub fn path_grammar(routes: Vec<Route>, name: &'static str, schema: &Value) -> Vec<Route> {
+    routes
+        .into_iter()
+        .map(|route| {
+            if route.path_params().contains(&name) {
+                route.path_param(name, schema.clone())
+            } else {
+                route
+            }
+        })
+        .collect()
+}
+
 /// Declares a module's routes: their OpenAPI tag, their system's error conventions and
 /// the gRPC service (`package.Service`) they call.
 #[derive(Debug, Clone, Copy)]
@@ -232,6 +257,7 @@ impl Routes {
             errors: self.errors,
             access: Access::Rpcs(Vec::new()),
             statuses: Vec::new(),
+            path_schemas: Vec::new(),
             tool: None,
             features: Vec::new(),
             service: self.service,
@@ -309,6 +335,10 @@ pub struct OperationDoc {
     pub query: Vec<QueryParam>,
     /// The JSON request body's schema.
     pub body: Option<Value>,
+    /// The body's schema as an MCP tool's arguments, where it differs from `body`: every
+    /// token's `tools/list` carries it, so a body whose full model is large (CogniRelay's
+    /// capsules) is an argument object there, checked by the service when called.
+    pub tool_body: Option<Value>,
     pub responses: Vec<ResponseDoc>,
 }
 

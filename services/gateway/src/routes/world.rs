@@ -22,7 +22,7 @@ use crate::features;
 use crate::forward::{Caller, JsonBody, RepeatedQuery, first};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, Created};
-use crate::route::{OperationDoc, Reply, Route, Schemas, Verb};
+use crate::route::{OperationDoc, Reply, Route, Schemas, Verb, path_grammar};
 
 /// A record the world service wrote (a world, turn, attempt, invocation, LLM call, event,
 /// diff or history), as JSON.
@@ -178,13 +178,16 @@ pub struct VerifyBody {
 pub struct EventsQuery {
     /// Only this turn's events.
     #[serde(default, deserialize_with = "first")]
+    #[schemars(regex(pattern = r"^[0-9]{1,19}$"))]
     pub turn: Option<String>,
     #[serde(default, deserialize_with = "first")]
     #[schemars(extend("enum" = ["json"]))]
     pub format: Option<String>,
     #[serde(default, deserialize_with = "first")]
+    #[schemars(regex(pattern = r"^[0-9]{0,9}$"))]
     pub page_size: Option<String>,
     #[serde(default, deserialize_with = "first")]
+    #[schemars(regex(pattern = r"^[0-9]{0,19}$"))]
     pub page_token: Option<String>,
 }
 
@@ -212,8 +215,10 @@ pub struct InvocationsQuery {
     #[schemars(extend("enum" = ["json"]))]
     pub format: Option<String>,
     #[serde(default, deserialize_with = "first")]
+    #[schemars(regex(pattern = r"^[0-9]{0,9}$"))]
     pub page_size: Option<String>,
     #[serde(default, deserialize_with = "first")]
+    #[schemars(regex(pattern = r"^[0-9]{0,19}$"))]
     pub page_token: Option<String>,
 }
 
@@ -228,8 +233,10 @@ pub struct LlmCallsQuery {
     #[schemars(extend("enum" = ["json"]))]
     pub format: Option<String>,
     #[serde(default, deserialize_with = "first")]
+    #[schemars(regex(pattern = r"^[0-9]{0,9}$"))]
     pub page_size: Option<String>,
     #[serde(default, deserialize_with = "first")]
+    #[schemars(regex(pattern = r"^[0-9]{0,19}$"))]
     pub page_token: Option<String>,
 }
 
@@ -636,7 +643,7 @@ async fn get_llm_call(
 /// This module's routes (see `crate::route_table`).
 pub fn routes() -> Vec<Route> {
     let r = WORLD;
-    vec![
+    let routes = vec![
         r.route(Verb::Post, "/worlds", "createWorld", "Create a world at turn 0 from an assembled scenario", create_world)
             .calls("CreateWorld")
             .tool("create_world", "Create a world at turn 0 from an assembled scenario")
@@ -695,5 +702,14 @@ pub fn routes() -> Vec<Route> {
             .calls("GetLlmCall")
             .tool("get_llm_call", "An LLM call: messages, chunks, texts, tokens")
             .feature(features::WORLD_TRACES),
-    ]
+    ];
+    // The world's id grammar (`noema_world::domain::ids::ID_PATTERN`) and turn numbers.
+    let id = serde_json::json!({"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"});
+    let routes = path_grammar(routes, "slug", &id);
+    let routes = path_grammar(routes, "entity_id", &id);
+    path_grammar(
+        routes,
+        "turn",
+        &serde_json::json!({"type": "string", "pattern": "^[0-9]{1,19}$"}),
+    )
 }

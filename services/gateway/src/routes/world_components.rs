@@ -16,7 +16,7 @@ use crate::error::{ApiError, ErrorStyle};
 use crate::forward::{Caller, JsonBody, RepeatedQuery, first};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, CreatedOrFound};
-use crate::route::{Route, Routes, Verb};
+use crate::route::{Route, Routes, Verb, path_grammar};
 
 pub const WORLD: Routes = Routes::new("world", ErrorStyle::Noema, "noema.world.v1.WorldService");
 
@@ -54,9 +54,11 @@ pub struct PageQuery {
     pub format: Option<String>,
     /// Items to return (default 100, at most 1000).
     #[serde(default, deserialize_with = "first")]
+    #[schemars(regex(pattern = r"^[0-9]{0,9}$"))]
     pub page_size: Option<String>,
     /// Where to continue: a previous page's `next_page_token`.
     #[serde(default, deserialize_with = "first")]
+    #[schemars(regex(pattern = r"^[0-9]{0,19}$"))]
     pub page_token: Option<String>,
 }
 
@@ -530,7 +532,7 @@ async fn fork_scenario(
 /// This module's routes (see `crate::route_table`).
 pub fn routes() -> Vec<Route> {
     let r = WORLD;
-    vec![
+    let routes = vec![
         r.route(
             Verb::Post,
             "/json-schemas",
@@ -782,5 +784,18 @@ pub fn routes() -> Vec<Route> {
             "list_uses_of",
             "What references a component, by kind and hash (kind: json_schema|response_source|cognition_workflow|cognition_profile|scenario)",
         ),
-    ]
+    ];
+    // The grammars the handlers check (the world's `ContentHash` and component kinds).
+    let routes = path_grammar(
+        routes,
+        "hash",
+        &serde_json::json!({"type": "string", "pattern": "^(sha256:)?[0-9a-f]{64}$"}),
+    );
+    path_grammar(
+        routes,
+        "kind",
+        &serde_json::json!({"type": "string", "enum": [
+            "json_schema", "response_source", "cognition_workflow", "cognition_profile", "scenario"
+        ]}),
+    )
 }
