@@ -5,6 +5,8 @@
 
 use serde_json::{Map, Value, json};
 
+use noema_continuity::domain::schema::Ty;
+
 use crate::route::{Access, Route, Schemas};
 
 /// Error statuses every protected route may answer, besides its own.
@@ -113,11 +115,15 @@ fn operation(route: &Route, schemas: &mut Schemas) -> Value {
         })
         .collect();
     parameters.extend(doc.query.iter().map(|param| {
+        let (schema, required) = match route.query_model.and_then(|m| m.field(&param.name)) {
+            Some(field) => (query_schema(&field.ty), field.required),
+            None => (param.schema.clone(), param.required),
+        };
         let mut value = json!({
             "name": param.name,
             "in": "query",
-            "required": param.required,
-            "schema": param.schema,
+            "required": required,
+            "schema": schema,
         });
         if let Some(description) = &param.description {
             value["description"] = json!(description);
@@ -138,6 +144,16 @@ fn operation(route: &Route, schemas: &mut Schemas) -> Value {
         });
     }
     op
+}
+
+/// A query parameter's schema from its model field: a query value is present or absent,
+/// never null, and holds no nested model.
+fn query_schema(ty: &Ty) -> Value {
+    let ty = match ty {
+        Ty::Nullable(inner) => inner,
+        other => other,
+    };
+    noema_continuity::domain::schema::json_schema(ty, &mut |_| json!({"type": "object"}))
 }
 
 /// A scope's alternatives (`a|b`) as OpenAPI's alternative security requirements; the

@@ -98,6 +98,9 @@ pub struct Route {
     /// The grammar of path parameters the handler checks (a JSON Schema by name); any
     /// other path parameter is a plain string.
     pub path_schemas: Vec<(&'static str, Value)>,
+    /// The continuity service's model of the query (CogniRelay's query parameters, which it
+    /// validates as FastAPI does): the document's parameter types and required flags.
+    pub query_model: Option<&'static noema_continuity::domain::schema::Model>,
     /// The MCP tool that calls this route, if any.
     pub tool: Option<ToolDecl>,
     /// The capability features this route implements.
@@ -144,6 +147,14 @@ impl Route {
     #[must_use]
     pub fn path_param(mut self, name: &'static str, schema: Value) -> Self {
         self.path_schemas.push((name, schema));
+        self
+    }
+
+    /// The query parameters are read as the continuity service's `model` (their types,
+    /// limits and required flags in the document).
+    #[must_use]
+    pub fn query_model(mut self, model: &'static noema_continuity::domain::schema::Model) -> Self {
+        self.query_model = Some(model);
         self
     }
 
@@ -258,6 +269,7 @@ impl Routes {
             access: Access::Rpcs(Vec::new()),
             statuses: Vec::new(),
             path_schemas: Vec::new(),
+            query_model: None,
             tool: None,
             features: Vec::new(),
             service: self.service,

@@ -270,6 +270,7 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: the caller's handoffs as sender or recipient, newest first",
             handoffs_query,
         )
+        .query_model(&noema_continuity::domain::coordination::handoff::QUERY)
         .calls("QueryHandoffs")
         .tool(
             "coordination.handoffs_query",
@@ -319,6 +320,7 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: shared artifacts the caller owns or takes part in",
             shared_query,
         )
+        .query_model(&noema_continuity::domain::coordination::shared::QUERY)
         .calls("QueryShared")
         .tool("coordination.shared_query", "Query shared artifacts")
         .feature(features::COORDINATION_SHARED_STATE),
@@ -394,6 +396,7 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: reconciliations the caller owns or claims in",
             reconciliations_query,
         )
+        .query_model(&noema_continuity::domain::coordination::reconciliation::QUERY)
         .calls("QueryReconciliations")
         .tool(
             "coordination.reconciliations_query",

@@ -82,10 +82,13 @@ impl From<pb::DiaryShare> for ShareBody {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DiaryInput {
+    /// 1-255 characters, not blank.
     #[serde(default)]
+    #[schemars(with = "String", length(min = 1, max = 255), regex(pattern = r"\S"))]
     pub name: Option<String>,
     /// `private`, `moltnet` or `public`.
     #[serde(default)]
+    #[schemars(extend("enum" = ["private", "moltnet", "public", null]))]
     pub visibility: Option<String>,
 }
 

@@ -93,7 +93,9 @@ pub struct Relations {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EntryInput {
+    /// 1-100000 characters (10000 in a public diary).
     #[serde(default)]
+    #[schemars(required, length(min = 1, max = 100000))]
     pub content: String,
     #[serde(default)]
     pub title: Option<String>,
@@ -101,9 +103,11 @@ pub struct EntryInput {
     pub tags: Option<Vec<String>>,
     /// 1-10, default 5.
     #[serde(default)]
+    #[schemars(range(min = 1, max = 10))]
     pub importance: Option<u32>,
     /// episodic, semantic (default), procedural, reflection, identity or soul.
     #[serde(default)]
+    #[schemars(extend("enum" = ["episodic", "semantic", "procedural", "reflection", "identity", "soul", null]))]
     pub entry_type: Option<String>,
     /// The client's CID of the entry; must equal the server's.
     #[serde(default)]

@@ -179,6 +179,7 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: tracked deliveries by effective status, with a summary",
             pending,
         )
+        .query_model(&noema_continuity::domain::messages::PENDING_QUERY)
         .calls("PendingMessages")
         .tool("messages.pending", "Inspect pending and terminal delivery states")
         .feature(features::MESSAGING_DIRECT),
@@ -189,6 +190,7 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: a recipient's latest messages, oldest first",
             inbox,
         )
+        .query_model(&noema_continuity::domain::messages::INBOX_QUERY)
         .calls("InboxMessages")
         .tool("messages.inbox", "Read a recipient's inbox")
         .feature(features::MESSAGING_DIRECT),
@@ -199,6 +201,7 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: a thread's latest messages, oldest first",
             thread,
         )
+        .query_model(&noema_continuity::domain::messages::THREAD_QUERY)
         .calls("ThreadMessages")
         .tool("messages.thread", "Read a thread's messages")
         .feature(features::MESSAGING_DIRECT),

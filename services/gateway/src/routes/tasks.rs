@@ -112,6 +112,7 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: the tenant's tasks, newest first, by status, owner, collaborator or thread",
             query,
         )
+        .query_model(&noema_continuity::domain::tasks::TASK_QUERY)
         .calls("QueryTasks")
         .tool("tasks.query", "Query shared task records"),
     ]
