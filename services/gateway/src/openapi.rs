@@ -106,18 +106,17 @@ fn operation(route: &Route, schemas: &mut Schemas) -> Value {
         .path_params()
         .into_iter()
         .map(|name| {
-            let schema = route
-                .path_schemas
-                .iter()
-                .find(|(param, _)| *param == name)
-                .map_or_else(|| json!({"type": "string"}), |(_, schema)| schema.clone());
+            let schema = grammar(route, name).unwrap_or_else(|| json!({"type": "string"}));
             json!({"name": name, "in": "path", "required": true, "schema": schema})
         })
         .collect();
     parameters.extend(doc.query.iter().map(|param| {
         let (schema, required) = match route.query_model.and_then(|m| m.field(&param.name)) {
             Some(field) => (query_schema(&field.ty), field.required),
-            None => (param.schema.clone(), param.required),
+            None => (
+                grammar(route, &param.name).unwrap_or_else(|| param.schema.clone()),
+                param.required,
+            ),
         };
         let mut value = json!({
             "name": param.name,
@@ -144,6 +143,15 @@ fn operation(route: &Route, schemas: &mut Schemas) -> Value {
         });
     }
     op
+}
+
+/// The grammar the route declares for its parameter `name`, if any.
+fn grammar(route: &Route, name: &str) -> Option<Value> {
+    route
+        .param_schemas
+        .iter()
+        .find(|(param, _)| *param == name)
+        .map(|(_, schema)| schema.clone())
 }
 
 /// A query parameter's schema from its model field: a query value is present or absent,

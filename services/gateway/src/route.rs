@@ -95,9 +95,10 @@ pub struct Route {
     pub access: Access,
     /// Statuses documented besides the handler's own and the common error statuses.
     pub statuses: Vec<(u16, &'static str)>,
-    /// The grammar of path parameters the handler checks (a JSON Schema by name); any
-    /// other path parameter is a plain string.
-    pub path_schemas: Vec<(&'static str, Value)>,
+    /// The grammar of path and query parameters the handler checks (a JSON Schema by
+    /// name), for the OpenAPI document only (MCP tools keep their arguments' plain types:
+    /// every token's `tools/list` carries them); any other path parameter is a string.
+    pub param_schemas: Vec<(&'static str, Value)>,
     /// The continuity service's model of the query (CogniRelay's query parameters, which it
     /// validates as FastAPI does): the document's parameter types and required flags.
     pub query_model: Option<&'static noema_continuity::domain::schema::Model>,
@@ -142,11 +143,11 @@ impl Route {
         self
     }
 
-    /// The path parameter `name` follows `schema` (what the handler refuses with 400 or
-    /// 422 otherwise).
+    /// The path or query parameter `name` follows `schema` (what the handler refuses with
+    /// 400 or 422 otherwise).
     #[must_use]
-    pub fn path_param(mut self, name: &'static str, schema: Value) -> Self {
-        self.path_schemas.push((name, schema));
+    pub fn param(mut self, name: &'static str, schema: Value) -> Self {
+        self.param_schemas.push((name, schema));
         self
     }
 
@@ -211,17 +212,12 @@ impl Route {
     }
 }
 
-/// `routes`, with the path parameter `name` documented by `schema` wherever a path has it.
-pub fn path_grammar(routes: Vec<Route>, name: &'static str, schema: &Value) -> Vec<Route> {
+/// `routes`, with the path or query parameter `name` documented by `schema` wherever a
+/// route has it.
+pub fn param_grammar(routes: Vec<Route>, name: &'static str, schema: &Value) -> Vec<Route> {
     routes
         .into_iter()
-        .map(|route| {
-            if route.path_params().contains(&name) {
-                route.path_param(name, schema.clone())
-            } else {
-                route
-            }
-        })
+        .map(|route| route.param(name, schema.clone()))
         .collect()
 }
 
@@ -268,7 +264,7 @@ impl Routes {
             errors: self.errors,
             access: Access::Rpcs(Vec::new()),
             statuses: Vec::new(),
-            path_schemas: Vec::new(),
+            param_schemas: Vec::new(),
             query_model: None,
             tool: None,
             features: Vec::new(),

@@ -203,9 +203,8 @@ fn tool_spec(
 /// `schema` without what tells an MCP client nothing, since every token's `tools/list` carries
 /// it (the 48 KB budget): defaults equal to leaving the argument out (`null`, `[]`,
 /// `""`), schemars' Rust integer and float widths (`"format": "uint64"`, not JSON Schema
-/// formats), `null` as an alternative for an optional property (leaving it out says the
-/// same), and a text's `pattern` (the OpenAPI document states each grammar for generated
-/// clients; a tool call that breaks one is answered with the route's own error naming it).
+/// formats), and `null` as an alternative for an optional property (leaving it out says the
+/// same). A client following the compact schema sends what the full one allows.
 fn compact(schema: Value) -> Value {
     match schema {
         Value::Object(mut map) => {
@@ -214,9 +213,6 @@ fn compact(schema: Value) -> Value {
                 || matches!(map.get("default"), Some(Value::String(s)) if s.is_empty())
             {
                 map.remove("default");
-            }
-            if map.get("pattern").is_some_and(Value::is_string) {
-                map.remove("pattern");
             }
             if map
                 .get("format")

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call, request_models};
 use crate::features;
 use crate::forward::{Caller, Query, RawJson};
-use crate::route::{Route, Verb, path_grammar};
+use crate::route::{Route, Verb, param_grammar};
 
 request_models! {
     SharedCreate => noema_continuity::domain::coordination::shared::CREATE_REQUEST;
@@ -439,7 +439,7 @@ pub fn routes() -> Vec<Route> {
     // Artifact ids: the kind's prefix and 32 lowercase hex digits (the service's `check_id`).
     use noema_continuity::domain::coordination::{handoff, reconciliation, shared};
     let id = |prefix: &str| serde_json::json!({"type": "string", "pattern": format!("^{prefix}[0-9a-f]{{32}}$")});
-    let routes = path_grammar(routes, "handoff_id", &id(handoff::PREFIX));
-    let routes = path_grammar(routes, "shared_id", &id(shared::PREFIX));
-    path_grammar(routes, "reconciliation_id", &id(reconciliation::PREFIX))
+    let routes = param_grammar(routes, "handoff_id", &id(handoff::PREFIX));
+    let routes = param_grammar(routes, "shared_id", &id(shared::PREFIX));
+    param_grammar(routes, "reconciliation_id", &id(reconciliation::PREFIX))
 }

@@ -82,13 +82,10 @@ impl From<pb::DiaryShare> for ShareBody {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DiaryInput {
-    /// 1-255 characters, not blank.
     #[serde(default)]
-    #[schemars(with = "String", length(min = 1, max = 255), regex(pattern = r"\S"))]
     pub name: Option<String>,
     /// `private`, `moltnet` or `public`.
     #[serde(default)]
-    #[schemars(extend("enum" = ["private", "moltnet", "public", null]))]
     pub visibility: Option<String>,
 }
 
@@ -472,7 +469,11 @@ pub fn routes() -> Vec<Route> {
             list_tags,
         )
         .calls("ListDiaryTags")
-        .tool("diary_tags", "Diary `id`'s tags with entry counts"),
+        .tool("diary_tags", "Diary `id`'s tags with entry counts")
+        .param(
+            "minCount",
+            serde_json::json!({"type": "string", "pattern": "^0*[1-9][0-9]*$"}),
+        ),
         r.route(
             Verb::Post,
             "/diaries/search",

@@ -93,9 +93,7 @@ pub struct Relations {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EntryInput {
-    /// 1-100000 characters (10000 in a public diary).
     #[serde(default)]
-    #[schemars(required, length(min = 1, max = 100000))]
     pub content: String,
     #[serde(default)]
     pub title: Option<String>,
@@ -103,11 +101,9 @@ pub struct EntryInput {
     pub tags: Option<Vec<String>>,
     /// 1-10, default 5.
     #[serde(default)]
-    #[schemars(range(min = 1, max = 10))]
     pub importance: Option<u32>,
     /// episodic, semantic (default), procedural, reflection, identity or soul.
     #[serde(default)]
-    #[schemars(extend("enum" = ["episodic", "semantic", "procedural", "reflection", "identity", "soul", null]))]
     pub entry_type: Option<String>,
     /// The client's CID of the entry; must equal the server's.
     #[serde(default)]
@@ -412,7 +408,11 @@ pub fn routes() -> Vec<Route> {
             list_entries,
         )
         .calls("ListEntries")
-        .tool("entries_list", "Entries of diary `id`, newest first"),
+        .tool("entries_list", "Entries of diary `id`, newest first")
+        .param(
+            "limit",
+            serde_json::json!({"type": "string", "pattern": "^(100|[1-9][0-9]?)$"}),
+        ),
         r.route(
             Verb::Get,
             "/entries/{id}",
@@ -426,6 +426,10 @@ pub fn routes() -> Vec<Route> {
         .tool(
             "entries_get",
             "Entry `id`; expand=relations walks its relations",
+        )
+        .param(
+            "depth",
+            serde_json::json!({"type": "string", "pattern": "^[1-3]$"}),
         ),
         r.route(
             Verb::Patch,

@@ -31,14 +31,12 @@ pub struct GrantBody {
 pub struct GrantInput {
     /// `writer` or `manager`.
     #[serde(default)]
-    #[schemars(required, extend("enum" = ["writer", "manager"]))]
     pub role: String,
     /// The agent id.
     #[serde(default)]
     pub subject_id: String,
     /// `Agent` (MoltNet's `Human` and `Group` are refused: Noema's principals are agents).
     #[serde(default)]
-    #[schemars(required, extend("enum" = ["Agent"]))]
     pub subject_ns: String,
 }
 

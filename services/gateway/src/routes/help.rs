@@ -285,7 +285,7 @@ pub fn routes() -> Vec<Route> {
             section,
         )
         .public()
-        .path_param(
+        .param(
             "id",
             json!({"type": "string", "enum": SECTIONS.iter().map(|s| s.0).collect::<Vec<_>>()}),
         ),
@@ -305,7 +305,7 @@ pub fn routes() -> Vec<Route> {
             limit,
         )
         .public()
-        .path_param("field_path", json!({"type": "string", "enum": LIMIT_PATHS}))
+        .param("field_path", json!({"type": "string", "enum": LIMIT_PATHS}))
         .tool(
             "system.validation_limit",
             "One enforced limit by field_path",

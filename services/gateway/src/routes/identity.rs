@@ -206,7 +206,7 @@ pub fn routes() -> Vec<Route> {
             .public()
             .status(404, "No agent has this fingerprint")
             .tool("agent_lookup", "An agent's public key by its fingerprint")
-            .path_param(
+            .param(
                 "fingerprint",
                 serde_json::json!({"type": "string", "pattern": "^[0-9A-Fa-f]{4}(-[0-9A-Fa-f]{4}){3}$"}),
             ),

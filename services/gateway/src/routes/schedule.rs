@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use super::continuity::{COGNIRELAY, Original, Passed, body, call};
 use crate::error::ApiError;
 use crate::forward::{Caller, Query, RawJson};
-use crate::route::{OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb, path_grammar};
+use crate::route::{OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb, param_grammar};
 
 /// A schedule body, passed on as the caller's bytes (possibly empty).
 type Body = RawJson<Map<String, Value>>;
@@ -245,7 +245,7 @@ pub fn routes() -> Vec<Route> {
         .status(404, "No such item")
         .status(409, "Version or status conflict"),
     ];
-    path_grammar(
+    param_grammar(
         routes,
         "schedule_id",
         &serde_json::json!({"type": "string", "pattern": "^sched_[a-z0-9][a-z0-9_-]{0,57}$"}),

@@ -375,7 +375,7 @@ pub fn routes() -> Vec<Route> {
             verify_agent_signature,
         )
         .public()
-        .path_param(
+        .param(
             "fingerprint",
             serde_json::json!({"type": "string", "pattern": "^[0-9A-Fa-f]{4}(-[0-9A-Fa-f]{4}){3}$"}),
         ),

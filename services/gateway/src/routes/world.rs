@@ -22,7 +22,8 @@ use crate::features;
 use crate::forward::{Caller, JsonBody, RepeatedQuery, first};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, Created};
-use crate::route::{OperationDoc, Reply, Route, Schemas, Verb, path_grammar};
+use crate::route::{OperationDoc, Reply, Route, Schemas, Verb, param_grammar};
+use crate::routes::world_components::page_grammar;
 
 /// A record the world service wrote (a world, turn, attempt, invocation, LLM call, event,
 /// diff or history), as JSON.
@@ -178,16 +179,13 @@ pub struct VerifyBody {
 pub struct EventsQuery {
     /// Only this turn's events.
     #[serde(default, deserialize_with = "first")]
-    #[schemars(regex(pattern = r"^[0-9]{1,19}$"))]
     pub turn: Option<String>,
     #[serde(default, deserialize_with = "first")]
     #[schemars(extend("enum" = ["json"]))]
     pub format: Option<String>,
     #[serde(default, deserialize_with = "first")]
-    #[schemars(regex(pattern = r"^[0-9]{0,9}$"))]
     pub page_size: Option<String>,
     #[serde(default, deserialize_with = "first")]
-    #[schemars(regex(pattern = r"^[0-9]{0,19}$"))]
     pub page_token: Option<String>,
 }
 
@@ -215,10 +213,8 @@ pub struct InvocationsQuery {
     #[schemars(extend("enum" = ["json"]))]
     pub format: Option<String>,
     #[serde(default, deserialize_with = "first")]
-    #[schemars(regex(pattern = r"^[0-9]{0,9}$"))]
     pub page_size: Option<String>,
     #[serde(default, deserialize_with = "first")]
-    #[schemars(regex(pattern = r"^[0-9]{0,19}$"))]
     pub page_token: Option<String>,
 }
 
@@ -233,10 +229,8 @@ pub struct LlmCallsQuery {
     #[schemars(extend("enum" = ["json"]))]
     pub format: Option<String>,
     #[serde(default, deserialize_with = "first")]
-    #[schemars(regex(pattern = r"^[0-9]{0,9}$"))]
     pub page_size: Option<String>,
     #[serde(default, deserialize_with = "first")]
-    #[schemars(regex(pattern = r"^[0-9]{0,19}$"))]
     pub page_token: Option<String>,
 }
 
@@ -703,13 +697,15 @@ pub fn routes() -> Vec<Route> {
             .tool("get_llm_call", "An LLM call: messages, chunks, texts, tokens")
             .feature(features::WORLD_TRACES),
     ];
-    // The world's id grammar (`noema_world::domain::ids::ID_PATTERN`) and turn numbers.
+    // The world's id grammar (`noema_world::domain::ids::ID_PATTERN`), turn numbers (in the
+    // path and as `?turn=`) and pages.
     let id = serde_json::json!({"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"});
-    let routes = path_grammar(routes, "slug", &id);
-    let routes = path_grammar(routes, "entity_id", &id);
-    path_grammar(
+    let routes = param_grammar(routes, "slug", &id);
+    let routes = param_grammar(routes, "entity_id", &id);
+    let routes = param_grammar(
         routes,
         "turn",
         &serde_json::json!({"type": "string", "pattern": "^[0-9]{1,19}$"}),
-    )
+    );
+    page_grammar(routes)
 }

@@ -16,7 +16,7 @@ use crate::error::{ApiError, ErrorStyle};
 use crate::forward::{Caller, JsonBody, RepeatedQuery, first};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, CreatedOrFound};
-use crate::route::{Route, Routes, Verb, path_grammar};
+use crate::route::{Route, Routes, Verb, param_grammar};
 
 pub const WORLD: Routes = Routes::new("world", ErrorStyle::Noema, "noema.world.v1.WorldService");
 
@@ -54,11 +54,9 @@ pub struct PageQuery {
     pub format: Option<String>,
     /// Items to return (default 100, at most 1000).
     #[serde(default, deserialize_with = "first")]
-    #[schemars(regex(pattern = r"^[0-9]{0,9}$"))]
     pub page_size: Option<String>,
     /// Where to continue: a previous page's `next_page_token`.
     #[serde(default, deserialize_with = "first")]
-    #[schemars(regex(pattern = r"^[0-9]{0,19}$"))]
     pub page_token: Option<String>,
 }
 
@@ -76,6 +74,21 @@ impl PageQuery {
             page_token: self.page_token.clone().unwrap_or_default(),
         })
     }
+}
+
+/// `routes` with [`PageQuery`]'s grammar documented: a page size is a number (empty is the
+/// default) and a page token a decimal offset (the world service's tokens).
+pub fn page_grammar(routes: Vec<Route>) -> Vec<Route> {
+    let routes = param_grammar(
+        routes,
+        "page_size",
+        &serde_json::json!({"type": "string", "pattern": "^[0-9]{0,9}$"}),
+    );
+    param_grammar(
+        routes,
+        "page_token",
+        &serde_json::json!({"type": "string", "pattern": "^[0-9]{0,19}$"}),
+    )
 }
 
 /// The next page's token, or null on the last page.
@@ -786,12 +799,13 @@ pub fn routes() -> Vec<Route> {
         ),
     ];
     // The grammars the handlers check (the world's `ContentHash` and component kinds).
-    let routes = path_grammar(
+    let routes = page_grammar(routes);
+    let routes = param_grammar(
         routes,
         "hash",
         &serde_json::json!({"type": "string", "pattern": "^(sha256:)?[0-9a-f]{64}$"}),
     );
-    path_grammar(
+    param_grammar(
         routes,
         "kind",
         &serde_json::json!({"type": "string", "enum": [
