@@ -769,10 +769,9 @@ mod tests {
             min: Some(1),
             max: Some(3),
         });
-        let nested = &NESTED;
         assert_eq!(
             json_schema(
-                &nested,
+                &NESTED,
                 &mut |model| serde_json::json!({"$ref": model.name})
             ),
             serde_json::json!({"anyOf": [
