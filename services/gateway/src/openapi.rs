@@ -5,6 +5,8 @@
 
 use serde_json::{Map, Value, json};
 
+use noema_continuity::domain::schema::Ty;
+
 use crate::route::{Access, Route, Schemas};
 
 /// Error statuses every protected route may answer, besides its own.
@@ -103,14 +105,24 @@ fn operation(route: &Route, schemas: &mut Schemas) -> Value {
     let mut parameters: Vec<Value> = route
         .path_params()
         .into_iter()
-        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+        .map(|name| {
+            let schema = grammar(route, name).unwrap_or_else(|| json!({"type": "string"}));
+            json!({"name": name, "in": "path", "required": true, "schema": schema})
+        })
         .collect();
     parameters.extend(doc.query.iter().map(|param| {
+        let (schema, required) = match route.query_model.and_then(|m| m.field(&param.name)) {
+            Some(field) => (query_schema(&field.ty), field.required),
+            None => (
+                grammar(route, &param.name).unwrap_or_else(|| param.schema.clone()),
+                param.required,
+            ),
+        };
         let mut value = json!({
             "name": param.name,
             "in": "query",
-            "required": param.required,
-            "schema": param.schema,
+            "required": required,
+            "schema": schema,
         });
         if let Some(description) = &param.description {
             value["description"] = json!(description);
@@ -131,6 +143,25 @@ fn operation(route: &Route, schemas: &mut Schemas) -> Value {
         });
     }
     op
+}
+
+/// The grammar the route declares for its parameter `name`, if any.
+fn grammar(route: &Route, name: &str) -> Option<Value> {
+    route
+        .param_schemas
+        .iter()
+        .find(|(param, _)| *param == name)
+        .map(|(_, schema)| schema.clone())
+}
+
+/// A query parameter's schema from its model field: a query value is present or absent,
+/// never null, and holds no nested model.
+fn query_schema(ty: &Ty) -> Value {
+    let ty = match ty {
+        Ty::Nullable(inner) => inner,
+        other => other,
+    };
+    noema_continuity::domain::schema::json_schema(ty, &mut |_| json!({"type": "object"}))
 }
 
 /// A scope's alternatives (`a|b`) as OpenAPI's alternative security requirements; the

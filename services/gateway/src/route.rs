@@ -95,6 +95,13 @@ pub struct Route {
     pub access: Access,
     /// Statuses documented besides the handler's own and the common error statuses.
     pub statuses: Vec<(u16, &'static str)>,
+    /// The grammar of path and query parameters the handler checks (a JSON Schema by
+    /// name), for the OpenAPI document only (MCP tools keep their arguments' plain types:
+    /// every token's `tools/list` carries them); any other path parameter is a string.
+    pub param_schemas: Vec<(&'static str, Value)>,
+    /// The continuity service's model of the query (CogniRelay's query parameters, which it
+    /// validates as FastAPI does): the document's parameter types and required flags.
+    pub query_model: Option<&'static noema_continuity::domain::schema::Model>,
     /// The MCP tool that calls this route, if any.
     pub tool: Option<ToolDecl>,
     /// The capability features this route implements.
@@ -133,6 +140,22 @@ impl Route {
     #[must_use]
     pub fn status(mut self, status: u16, description: &'static str) -> Self {
         self.statuses.push((status, description));
+        self
+    }
+
+    /// The path or query parameter `name` follows `schema` (what the handler refuses with
+    /// 400 or 422 otherwise).
+    #[must_use]
+    pub fn param(mut self, name: &'static str, schema: Value) -> Self {
+        self.param_schemas.push((name, schema));
+        self
+    }
+
+    /// The query parameters are read as the continuity service's `model` (their types,
+    /// limits and required flags in the document).
+    #[must_use]
+    pub fn query_model(mut self, model: &'static noema_continuity::domain::schema::Model) -> Self {
+        self.query_model = Some(model);
         self
     }
 
@@ -189,6 +212,15 @@ impl Route {
     }
 }
 
+/// `routes`, with the path or query parameter `name` documented by `schema` wherever a
+/// route has it.
+pub fn param_grammar(routes: Vec<Route>, name: &'static str, schema: &Value) -> Vec<Route> {
+    routes
+        .into_iter()
+        .map(|route| route.param(name, schema.clone()))
+        .collect()
+}
+
 /// Declares a module's routes: their OpenAPI tag, their system's error conventions and
 /// the gRPC service (`package.Service`) they call.
 #[derive(Debug, Clone, Copy)]
@@ -232,6 +264,8 @@ impl Routes {
             errors: self.errors,
             access: Access::Rpcs(Vec::new()),
             statuses: Vec::new(),
+            param_schemas: Vec::new(),
+            query_model: None,
             tool: None,
             features: Vec::new(),
             service: self.service,
@@ -309,6 +343,10 @@ pub struct OperationDoc {
     pub query: Vec<QueryParam>,
     /// The JSON request body's schema.
     pub body: Option<Value>,
+    /// The body's schema as an MCP tool's arguments, where it differs from `body`: every
+    /// token's `tools/list` carries it, so a body whose full model is large (CogniRelay's
+    /// capsules) is an argument object there, checked by the service when called.
+    pub tool_body: Option<Value>,
     pub responses: Vec<ResponseDoc>,
 }
 

@@ -548,6 +548,96 @@ fn coerce_int(input: &Json) -> Result<i64, &'static str> {
     }
 }
 
+/// The JSON Schema (2020-12) of what `ty` accepts without coercion: the document a client
+/// reads to write a body this module accepts. pydantic's lax mode accepts more (numbers as
+/// strings, `"yes"` as true); the schema names the plain form. A nested model is whatever
+/// `reference` makes of it (a `$ref` to a shared definition, for the OpenAPI document); a
+/// model validator's cross-field rule has no JSON Schema and is left to the 422.
+pub fn json_schema(
+    ty: &Ty,
+    reference: &mut dyn FnMut(&'static Model) -> serde_json::Value,
+) -> serde_json::Value {
+    use serde_json::json;
+    match ty {
+        Ty::Str { min, max } => {
+            let mut schema = json!({"type": "string"});
+            if *min > 0 {
+                schema["minLength"] = json!(min);
+            }
+            if let Some(max) = max {
+                schema["maxLength"] = json!(max);
+            }
+            schema
+        }
+        Ty::Float { ge, le } => {
+            let mut schema = json!({"type": "number"});
+            if let Some(ge) = ge {
+                schema["minimum"] = json!(ge);
+            }
+            if let Some(le) = le {
+                schema["maximum"] = json!(le);
+            }
+            schema
+        }
+        Ty::Int { ge, le } => {
+            let mut schema = json!({"type": "integer"});
+            if let Some(ge) = ge {
+                schema["minimum"] = json!(ge);
+            }
+            if let Some(le) = le {
+                schema["maximum"] = json!(le);
+            }
+            schema
+        }
+        // pydantic's lax booleans: 0/1 and these words (in any case) are read as booleans.
+        Ty::Bool => json!({"anyOf": [
+            {"type": "boolean"},
+            {"enum": [0, 1, "0", "1", "false", "true", "f", "t", "no", "yes", "n", "y", "off", "on"]}
+        ]}),
+        Ty::Literal(allowed) => json!({"type": "string", "enum": allowed}),
+        Ty::List { item, min, max } => {
+            let mut schema = json!({"type": "array", "items": json_schema(item, reference)});
+            if let Some(min) = min {
+                schema["minItems"] = json!(min);
+            }
+            if let Some(max) = max {
+                schema["maxItems"] = json!(max);
+            }
+            schema
+        }
+        Ty::Dict => json!({"type": "object"}),
+        Ty::Any => json!({}),
+        Ty::Model(model) => reference(model),
+        Ty::Nullable(inner) => json!({"anyOf": [json_schema(inner, reference), {"type": "null"}]}),
+    }
+}
+
+impl Model {
+    /// This model's own JSON Schema: an object with its fields, the required ones listed,
+    /// unknown keys refused where the model forbids them ([`json_schema`] for the rest).
+    pub fn object_schema(
+        &self,
+        reference: &mut dyn FnMut(&'static Model) -> serde_json::Value,
+    ) -> serde_json::Value {
+        let mut properties = serde_json::Map::new();
+        let mut required = Vec::new();
+        for field in self.fields {
+            properties.insert(field.name.to_owned(), json_schema(&field.ty, reference));
+            if field.required {
+                required.push(serde_json::Value::from(field.name));
+            }
+        }
+        let mut schema = serde_json::json!({"type": "object", "properties": properties});
+        if !required.is_empty() {
+            schema["required"] = serde_json::Value::Array(required);
+        }
+        if self.forbid_extra {
+            schema["additionalProperties"] = serde_json::Value::Bool(false);
+        }
+        schema
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -658,6 +748,36 @@ mod tests {
         assert_eq!(
             literal_expected(&["user", "peer", "thread", "task"]),
             "'user', 'peer', 'thread' or 'task'"
+        );
+    }
+
+    #[test]
+    fn the_json_schema_names_the_fields_and_their_limits() {
+        let schema = PROBE.object_schema(&mut |model| serde_json::json!({"$ref": model.name}));
+        assert_eq!(schema["type"], "object");
+        assert_eq!(
+            schema["properties"]["b"]["anyOf"][0],
+            serde_json::json!({"type": "boolean"})
+        );
+        assert_eq!(schema["properties"]["b"]["anyOf"][1]["enum"][0], 0);
+        assert_eq!(
+            schema["properties"]["f"],
+            serde_json::json!({"type": "number", "minimum": 0.0, "maximum": 1.0})
+        );
+        static NESTED: Ty = Ty::Nullable(&Ty::List {
+            item: &Ty::Model(&PROBE),
+            min: Some(1),
+            max: Some(3),
+        });
+        assert_eq!(
+            json_schema(
+                &NESTED,
+                &mut |model| serde_json::json!({"$ref": model.name})
+            ),
+            serde_json::json!({"anyOf": [
+                {"type": "array", "items": {"$ref": "Probe"}, "minItems": 1, "maxItems": 3},
+                {"type": "null"}
+            ]})
         );
     }
 }

@@ -130,7 +130,7 @@ fn tool_spec(
             required.push(Value::from(param.name.clone()));
         }
     }
-    let body = doc.body.as_ref().map(|body| {
+    let body = doc.tool_body.as_ref().or(doc.body.as_ref()).map(|body| {
         let fields = resolve(body, definitions)
             .filter(|schema| schema.get("type") == Some(&Value::from("object")))
             .and_then(|schema| {

@@ -8,18 +8,21 @@
 //! `POST /v1/ops/run` is the one route that reads its body: the envelope names the job,
 //! and its `arguments` go on to the job's RPC as the caller wrote them.
 
+use std::marker::PhantomData;
+
 use axum::body::Bytes;
-use axum::extract::Path;
+use axum::extract::{FromRequest, Path, Request};
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
+use noema_continuity::domain::schema::Model;
 use noema_core::scopes::TENANT_METADATA;
 use noema_core::time::proto::rfc3339_seconds;
 use noema_core::{ErrorCode, Failure};
 use noema_proto::continuity::v1 as pb;
 use noema_proto::continuity::v1::continuity_service_client::ContinuityServiceClient;
 use noema_runtime::client::TracedChannel;
-use schemars::JsonSchema;
+use schemars::{JsonSchema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -29,7 +32,7 @@ use crate::features;
 use crate::forward::{Caller, Query, RawJson};
 use crate::go_json::GoJson;
 use crate::reply::Answer;
-use crate::route::{OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb};
+use crate::route::{Input, OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb};
 
 pub(crate) const COGNIRELAY: Routes = Routes::new(
     "continuity",
@@ -37,8 +40,95 @@ pub(crate) const COGNIRELAY: Routes = Routes::new(
     "noema.continuity.v1.ContinuityService",
 );
 
-/// A CogniRelay request body, passed on as the caller's bytes.
-pub(crate) type Document = RawJson<Map<String, Value>>;
+/// A CogniRelay request body, passed on as the caller's bytes and documented by the
+/// continuity service's own declaration of the original's request model `M` (the one its
+/// validation runs), so the document and the 422s cannot disagree.
+pub(crate) struct Document<M> {
+    pub bytes: Bytes,
+    model: PhantomData<M>,
+}
+
+impl<M, S: Send + Sync> FromRequest<S> for Document<M> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok(Document {
+            bytes,
+            model: PhantomData,
+        })
+    }
+}
+
+/// The request model a [`Document`] is read as.
+pub(crate) trait RequestModel {
+    fn model() -> &'static Model;
+}
+
+impl<M: RequestModel> Input for Document<M> {
+    fn document(doc: &mut OperationDoc, schemas: &mut Schemas) {
+        doc.body = Some(model_schema(M::model(), &mut schemas.requests));
+        // An MCP tool takes the body as one object argument: the full models would not fit
+        // every token's `tools/list`, and the service answers what does not fit them.
+        doc.tool_body = Some(
+            schemas
+                .requests
+                .subschema_for::<Map<String, Value>>()
+                .to_value(),
+        );
+    }
+}
+
+/// A `$ref` to `model`'s schema among the generator's definitions, which it adds (with the
+/// models it nests) on first use.
+fn model_schema(model: &'static Model, generator: &mut SchemaGenerator) -> Value {
+    let path = generator.settings().definitions_path.trim_end_matches('/');
+    let reference = format!("#{path}/{}", model.name);
+    if !generator.definitions().contains_key(model.name) {
+        // Taken before the fields are walked, so a model that nests itself ends.
+        generator
+            .definitions_mut()
+            .insert(model.name.to_owned(), Value::Bool(true));
+        let schema = model.object_schema(&mut |nested| model_schema(nested, generator));
+        generator
+            .definitions_mut()
+            .insert(model.name.to_owned(), schema);
+    }
+    serde_json::json!({ "$ref": reference })
+}
+
+/// Declares marker types naming the continuity service's request models.
+macro_rules! request_models {
+    ($($marker:ident => $model:path;)*) => {
+        $(
+            pub(crate) enum $marker {}
+            impl $crate::routes::continuity::RequestModel for $marker {
+                fn model() -> &'static noema_continuity::domain::schema::Model {
+                    &$model
+                }
+            }
+        )*
+    };
+}
+pub(crate) use request_models;
+
+request_models! {
+    Upsert => noema_continuity::domain::request::UPSERT_REQUEST;
+    Patch => noema_continuity::domain::request::PATCH_REQUEST;
+    Lifecycle => noema_continuity::domain::request::LIFECYCLE_REQUEST;
+    Read => noema_continuity::domain::request::READ_REQUEST;
+    List => noema_continuity::domain::request::LIST_REQUEST;
+    Compare => noema_continuity::domain::request::COMPARE_REQUEST;
+    Revalidate => noema_continuity::domain::request::REVALIDATE_REQUEST;
+    Archive => noema_continuity::domain::request::ARCHIVE_REQUEST;
+    Delete => noema_continuity::domain::request::DELETE_REQUEST;
+    RefreshPlan => noema_continuity::domain::request::REFRESH_PLAN_REQUEST;
+    RetentionPlan => noema_continuity::domain::request::RETENTION_PLAN_REQUEST;
+    ContextRetrieve => noema_continuity::domain::context::request::CONTEXT_RETRIEVE_REQUEST;
+    ContextSnapshot => noema_continuity::domain::context::request::CONTEXT_SNAPSHOT_REQUEST;
+}
 
 /// The service's JSON answer, sent byte for byte (CogniRelay writes compact JSON in its
 /// own key order, without a trailing newline).
@@ -87,32 +177,32 @@ pub(crate) fn body(bytes: &Bytes) -> pb::JsonRequest {
     }
 }
 
-async fn upsert(caller: Caller, document: Document) -> Passed {
+async fn upsert(caller: Caller, document: Document<Upsert>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(client.upsert(request).await?.into_inner().body))
 }
 
-async fn patch(caller: Caller, document: Document) -> Passed {
+async fn patch(caller: Caller, document: Document<Patch>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(client.patch(request).await?.into_inner().body))
 }
 
-async fn lifecycle(caller: Caller, document: Document) -> Passed {
+async fn lifecycle(caller: Caller, document: Document<Lifecycle>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(client.lifecycle(request).await?.into_inner().body))
 }
 
-async fn read(caller: Caller, document: Document) -> Passed {
+async fn read(caller: Caller, document: Document<Read>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(client.read(request).await?.into_inner().body))
 }
 
-async fn context_retrieve(caller: Caller, document: Document) -> Passed {
+async fn context_retrieve(caller: Caller, document: Document<ContextRetrieve>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(client.retrieve(request).await?.into_inner().body))
 }
 
-async fn context_snapshot_create(caller: Caller, document: Document) -> Passed {
+async fn context_snapshot_create(caller: Caller, document: Document<ContextSnapshot>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.create_snapshot(request).await?.into_inner().body,
@@ -126,41 +216,41 @@ async fn context_snapshot_get(caller: Caller, Path(snapshot_id): Path<String>) -
     ))
 }
 
-async fn list(caller: Caller, document: Document) -> Passed {
+async fn list(caller: Caller, document: Document<List>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(client.list(request).await?.into_inner().body))
 }
 
-async fn compare(caller: Caller, document: Document) -> Passed {
+async fn compare(caller: Caller, document: Document<Compare>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(client.compare(request).await?.into_inner().body))
 }
 
-async fn revalidate(caller: Caller, document: Document) -> Passed {
+async fn revalidate(caller: Caller, document: Document<Revalidate>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.revalidate(request).await?.into_inner().body,
     ))
 }
 
-async fn archive(caller: Caller, document: Document) -> Passed {
+async fn archive(caller: Caller, document: Document<Archive>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(client.archive(request).await?.into_inner().body))
 }
 
-async fn delete(caller: Caller, document: Document) -> Passed {
+async fn delete(caller: Caller, document: Document<Delete>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(client.delete(request).await?.into_inner().body))
 }
 
-async fn refresh_plan(caller: Caller, document: Document) -> Passed {
+async fn refresh_plan(caller: Caller, document: Document<RefreshPlan>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.refresh_plan(request).await?.into_inner().body,
     ))
 }
 
-async fn retention_plan(caller: Caller, document: Document) -> Passed {
+async fn retention_plan(caller: Caller, document: Document<RetentionPlan>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.retention_plan(request).await?.into_inner().body,
@@ -426,7 +516,7 @@ fn not_local() -> ApiError {
     )
 }
 
-async fn ops_run(caller: Caller, document: Document) -> Passed {
+async fn ops_run(caller: Caller, document: RawJson<Map<String, Value>>) -> Passed {
     let (job_id, arguments) = match ops_job(&document.bytes) {
         Ok(job) => job,
         Err(refusal) => {

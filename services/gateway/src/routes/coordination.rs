@@ -9,10 +9,17 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call};
+use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call, request_models};
 use crate::features;
 use crate::forward::{Caller, Query, RawJson};
-use crate::route::{Route, Verb};
+use crate::route::{Route, Verb, param_grammar};
+
+request_models! {
+    SharedCreate => noema_continuity::domain::coordination::shared::CREATE_REQUEST;
+    SharedUpdate => noema_continuity::domain::coordination::shared::UPDATE_REQUEST;
+    ReconciliationOpen => noema_continuity::domain::coordination::reconciliation::OPEN_REQUEST;
+    ReconciliationResolve => noema_continuity::domain::coordination::reconciliation::RESOLVE_REQUEST;
+}
 
 /// `POST /v1/coordination/handoff/create` body.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -138,7 +145,7 @@ async fn handoff_consume(
     ))
 }
 
-async fn shared_create(caller: Caller, document: Document) -> Passed {
+async fn shared_create(caller: Caller, document: Document<SharedCreate>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.create_shared(request).await?.into_inner().body,
@@ -169,7 +176,7 @@ async fn shared_query(caller: Caller, Query(query): Query<SharedQueryParams>) ->
 async fn shared_update(
     caller: Caller,
     Path(shared_id): Path<String>,
-    document: Document,
+    document: Document<SharedUpdate>,
 ) -> Passed {
     let (mut client, request) = call(&caller, item(shared_id, &document.bytes));
     Ok(Original(
@@ -177,7 +184,7 @@ async fn shared_update(
     ))
 }
 
-async fn reconciliation_open(caller: Caller, document: Document) -> Passed {
+async fn reconciliation_open(caller: Caller, document: Document<ReconciliationOpen>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.open_reconciliation(request).await?.into_inner().body,
@@ -208,7 +215,7 @@ async fn reconciliations_query(
 async fn reconciliation_resolve(
     caller: Caller,
     Path(reconciliation_id): Path<String>,
-    document: Document,
+    document: Document<ReconciliationResolve>,
 ) -> Passed {
     let (mut client, request) = call(&caller, item(reconciliation_id, &document.bytes));
     Ok(Original(
@@ -223,7 +230,7 @@ async fn reconciliation_resolve(
 /// This module's routes (see `crate::route_table`).
 pub fn routes() -> Vec<Route> {
     let r = COGNIRELAY;
-    vec![
+    let routes = vec![
         r.route(
             Verb::Post,
             "/v1/coordination/handoff/create",
@@ -263,6 +270,7 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: the caller's handoffs as sender or recipient, newest first",
             handoffs_query,
         )
+        .query_model(&noema_continuity::domain::coordination::handoff::QUERY)
         .calls("QueryHandoffs")
         .tool(
             "coordination.handoffs_query",
@@ -312,6 +320,7 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: shared artifacts the caller owns or takes part in",
             shared_query,
         )
+        .query_model(&noema_continuity::domain::coordination::shared::QUERY)
         .calls("QueryShared")
         .tool("coordination.shared_query", "Query shared artifacts")
         .feature(features::COORDINATION_SHARED_STATE),
@@ -387,6 +396,7 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: reconciliations the caller owns or claims in",
             reconciliations_query,
         )
+        .query_model(&noema_continuity::domain::coordination::reconciliation::QUERY)
         .calls("QueryReconciliations")
         .tool(
             "coordination.reconciliations_query",
@@ -425,5 +435,11 @@ pub fn routes() -> Vec<Route> {
             "Signing key not confirmed by identity, or the peer requires signed writes",
         )
         .status(503, "Identity unreachable for a signed write"),
-    ]
+    ];
+    // Artifact ids: the kind's prefix and 32 lowercase hex digits (the service's `check_id`).
+    use noema_continuity::domain::coordination::{handoff, reconciliation, shared};
+    let id = |prefix: &str| serde_json::json!({"type": "string", "pattern": format!("^{prefix}[0-9a-f]{{32}}$")});
+    let routes = param_grammar(routes, "handoff_id", &id(handoff::PREFIX));
+    let routes = param_grammar(routes, "shared_id", &id(shared::PREFIX));
+    param_grammar(routes, "reconciliation_id", &id(reconciliation::PREFIX))
 }

@@ -469,7 +469,11 @@ pub fn routes() -> Vec<Route> {
             list_tags,
         )
         .calls("ListDiaryTags")
-        .tool("diary_tags", "Diary `id`'s tags with entry counts"),
+        .tool("diary_tags", "Diary `id`'s tags with entry counts")
+        .param(
+            "minCount",
+            serde_json::json!({"type": "string", "pattern": "^0*[1-9][0-9]*$"}),
+        ),
         r.route(
             Verb::Post,
             "/diaries/search",

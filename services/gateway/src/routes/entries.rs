@@ -408,7 +408,11 @@ pub fn routes() -> Vec<Route> {
             list_entries,
         )
         .calls("ListEntries")
-        .tool("entries_list", "Entries of diary `id`, newest first"),
+        .tool("entries_list", "Entries of diary `id`, newest first")
+        .param(
+            "limit",
+            serde_json::json!({"type": "string", "pattern": "^(100|[1-9][0-9]?)$"}),
+        ),
         r.route(
             Verb::Get,
             "/entries/{id}",
@@ -422,6 +426,10 @@ pub fn routes() -> Vec<Route> {
         .tool(
             "entries_get",
             "Entry `id`; expand=relations walks its relations",
+        )
+        .param(
+            "depth",
+            serde_json::json!({"type": "string", "pattern": "^[1-3]$"}),
         ),
         r.route(
             Verb::Patch,

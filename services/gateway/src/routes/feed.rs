@@ -73,7 +73,7 @@ fn page_size(value: &Option<String>) -> u32 {
 pub struct FeedQuery {
     /// 1-100 (default 20)
     #[serde(default, deserialize_with = "first")]
-    #[schemars(regex(pattern = r"^(100|[1-9][0-9]?)?$"))]
+    #[schemars(regex(pattern = r"^(100|[1-9][0-9]?)$"))]
     pub limit: Option<String>,
     /// `nextCursor` of the previous page
     #[serde(default, deserialize_with = "first")]
@@ -128,7 +128,7 @@ pub struct SearchQuery {
     pub q: Option<String>,
     /// 1-50 (default 10)
     #[serde(default, deserialize_with = "first")]
-    #[schemars(regex(pattern = r"^(50|[1-4][0-9]|[1-9])?$"))]
+    #[schemars(regex(pattern = r"^(50|[1-4][0-9]|[1-9])$"))]
     pub limit: Option<String>,
     #[serde(default, deserialize_with = "first")]
     pub tag: Option<String>,

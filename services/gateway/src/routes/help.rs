@@ -82,23 +82,30 @@ pub struct Limit {
     pub maximum: u64,
 }
 
+/// The field paths of [`limits`], in its order.
+const LIMIT_PATHS: [&str; 3] = [
+    "request.body_bytes",
+    "mcp.tools_list.page_size",
+    "ledger.list.limit",
+];
+
 /// The limits this gateway enforces itself (the services' own validation answers with
 /// its reason and message).
 fn limits(state: &GatewayState) -> Vec<Limit> {
     vec![
         Limit {
             description: "Largest REST (and MCP) request body, in bytes",
-            field_path: "request.body_bytes",
+            field_path: LIMIT_PATHS[0],
             maximum: u64::try_from(state.max_body_bytes).unwrap_or(u64::MAX),
         },
         Limit {
             description: "Tools per MCP tools/list page",
-            field_path: "mcp.tools_list.page_size",
+            field_path: LIMIT_PATHS[1],
             maximum: u64::try_from(mcp::PAGE_SIZE).unwrap_or(u64::MAX),
         },
         Limit {
             description: "Items per open-cognition list (limit; default 50)",
-            field_path: "ledger.list.limit",
+            field_path: LIMIT_PATHS[2],
             maximum: u64::from(crate::routes::ledger::MAX_LIST_LIMIT),
         },
     ]
@@ -277,7 +284,11 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: one onboarding section",
             section,
         )
-        .public(),
+        .public()
+        .param(
+            "id",
+            json!({"type": "string", "enum": SECTIONS.iter().map(|s| s.0).collect::<Vec<_>>()}),
+        ),
         r.route(
             Verb::Get,
             "/v1/help/limits",
@@ -294,6 +305,7 @@ pub fn routes() -> Vec<Route> {
             limit,
         )
         .public()
+        .param("field_path", json!({"type": "string", "enum": LIMIT_PATHS}))
         .tool(
             "system.validation_limit",
             "One enforced limit by field_path",

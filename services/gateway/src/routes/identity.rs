@@ -205,7 +205,11 @@ pub fn routes() -> Vec<Route> {
             )
             .public()
             .status(404, "No agent has this fingerprint")
-            .tool("agent_lookup", "An agent's public key by its fingerprint"),
+            .tool("agent_lookup", "An agent's public key by its fingerprint")
+            .param(
+                "fingerprint",
+                serde_json::json!({"type": "string", "pattern": "^[0-9A-Fa-f]{4}(-[0-9A-Fa-f]{4}){3}$"}),
+            ),
         MOLTNET
             .route(
                 Verb::Get,

@@ -8,9 +8,16 @@ use noema_proto::continuity::v1 as pb;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call};
+use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call, request_models};
 use crate::forward::{Caller, Query};
 use crate::route::{Route, Verb};
+
+request_models! {
+    MemoryWrite => noema_continuity::domain::memory::WRITE_REQUEST;
+    MemoryAppend => noema_continuity::domain::memory::APPEND_REQUEST;
+    MemorySearch => noema_continuity::domain::memory::SEARCH_REQUEST;
+    MemoryRecent => noema_continuity::domain::memory::RECENT_REQUEST;
+}
 
 /// `GET /v1/read` parameters.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -26,14 +33,14 @@ fn empty() -> pb::JsonRequest {
     }
 }
 
-async fn write(caller: Caller, document: Document) -> Passed {
+async fn write(caller: Caller, document: Document<MemoryWrite>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.write_file(request).await?.into_inner().body,
     ))
 }
 
-async fn append(caller: Caller, document: Document) -> Passed {
+async fn append(caller: Caller, document: Document<MemoryAppend>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.append_record(request).await?.into_inner().body,
@@ -52,12 +59,12 @@ async fn read(caller: Caller, Query(query): Query<ReadQuery>) -> Passed {
     Ok(Original(client.read_file(request).await?.into_inner().body))
 }
 
-async fn search(caller: Caller, document: Document) -> Passed {
+async fn search(caller: Caller, document: Document<MemorySearch>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(client.search(request).await?.into_inner().body))
 }
 
-async fn recent(caller: Caller, document: Document) -> Passed {
+async fn recent(caller: Caller, document: Document<MemoryRecent>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(client.recent(request).await?.into_inner().body))
 }

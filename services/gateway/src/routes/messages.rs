@@ -9,10 +9,19 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call};
+use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call, request_models};
 use crate::features;
 use crate::forward::{Caller, Query};
 use crate::route::{Route, Verb};
+
+request_models! {
+    MessageSend => noema_continuity::domain::messages::MESSAGE_SEND_REQUEST;
+    MessageAck => noema_continuity::domain::messages::MESSAGE_ACK_REQUEST;
+    MessageVerify => noema_continuity::domain::envelope::MESSAGE_VERIFY_REQUEST;
+    RelayForward => noema_continuity::domain::messages::RELAY_FORWARD_REQUEST;
+    MessageReplay => noema_continuity::domain::messages::MESSAGE_REPLAY_REQUEST;
+    KeysRotate => noema_continuity::domain::envelope::SECURITY_KEYS_ROTATE_REQUEST;
+}
 
 /// `GET /v1/messages/pending` parameters.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -64,42 +73,42 @@ fn params(pairs: Vec<(&str, Option<String>)>) -> pb::JsonRequest {
     }
 }
 
-async fn send(caller: Caller, document: Document) -> Passed {
+async fn send(caller: Caller, document: Document<MessageSend>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.send_message(request).await?.into_inner().body,
     ))
 }
 
-async fn ack(caller: Caller, document: Document) -> Passed {
+async fn ack(caller: Caller, document: Document<MessageAck>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.ack_message(request).await?.into_inner().body,
     ))
 }
 
-async fn verify(caller: Caller, document: Document) -> Passed {
+async fn verify(caller: Caller, document: Document<MessageVerify>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.verify_message(request).await?.into_inner().body,
     ))
 }
 
-async fn relay_forward(caller: Caller, document: Document) -> Passed {
+async fn relay_forward(caller: Caller, document: Document<RelayForward>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.relay_forward(request).await?.into_inner().body,
     ))
 }
 
-async fn replay(caller: Caller, document: Document) -> Passed {
+async fn replay(caller: Caller, document: Document<MessageReplay>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.replay_message(request).await?.into_inner().body,
     ))
 }
 
-async fn keys_rotate(caller: Caller, document: Document) -> Passed {
+async fn keys_rotate(caller: Caller, document: Document<KeysRotate>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.rotate_signing_key(request).await?.into_inner().body,
@@ -170,6 +179,7 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: tracked deliveries by effective status, with a summary",
             pending,
         )
+        .query_model(&noema_continuity::domain::messages::PENDING_QUERY)
         .calls("PendingMessages")
         .tool("messages.pending", "Inspect pending and terminal delivery states")
         .feature(features::MESSAGING_DIRECT),
@@ -180,6 +190,7 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: a recipient's latest messages, oldest first",
             inbox,
         )
+        .query_model(&noema_continuity::domain::messages::INBOX_QUERY)
         .calls("InboxMessages")
         .tool("messages.inbox", "Read a recipient's inbox")
         .feature(features::MESSAGING_DIRECT),
@@ -190,6 +201,7 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: a thread's latest messages, oldest first",
             thread,
         )
+        .query_model(&noema_continuity::domain::messages::THREAD_QUERY)
         .calls("ThreadMessages")
         .tool("messages.thread", "Read a thread's messages")
         .feature(features::MESSAGING_DIRECT),

@@ -5,10 +5,15 @@
 use axum::extract::Path;
 use noema_proto::continuity::v1 as pb;
 
-use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call};
+use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call, request_models};
 use crate::features;
 use crate::forward::Caller;
 use crate::route::{Route, Verb};
+
+request_models! {
+    PeerRegister => noema_continuity::domain::coordination::peers::PEER_REGISTER_REQUEST;
+    PeerTrust => noema_continuity::domain::coordination::peers::PEER_TRUST_TRANSITION_REQUEST;
+}
 
 async fn list(caller: Caller) -> Passed {
     let (mut client, request) = call(&caller, pb::JsonRequest { body: Vec::new() });
@@ -17,14 +22,18 @@ async fn list(caller: Caller) -> Passed {
     ))
 }
 
-async fn register(caller: Caller, document: Document) -> Passed {
+async fn register(caller: Caller, document: Document<PeerRegister>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.register_peer(request).await?.into_inner().body,
     ))
 }
 
-async fn trust(caller: Caller, Path(peer_id): Path<String>, document: Document) -> Passed {
+async fn trust(
+    caller: Caller,
+    Path(peer_id): Path<String>,
+    document: Document<PeerTrust>,
+) -> Passed {
     let message = pb::ItemRequest {
         id: peer_id,
         body: document.bytes.to_vec(),

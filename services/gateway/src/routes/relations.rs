@@ -238,7 +238,11 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("ListRelations")
         .calls("WalkRelations")
-        .tool("relations_list", "Entry `id`'s relations"),
+        .tool("relations_list", "Entry `id`'s relations")
+        .param(
+            "depth",
+            serde_json::json!({"type": "string", "pattern": "^[1-3]$"}),
+        ),
         r.route(
             Verb::Patch,
             "/relations/{id}",

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use super::continuity::{COGNIRELAY, Original, Passed, body, call};
 use crate::error::ApiError;
 use crate::forward::{Caller, Query, RawJson};
-use crate::route::{OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb};
+use crate::route::{OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb, param_grammar};
 
 /// A schedule body, passed on as the caller's bytes (possibly empty).
 type Body = RawJson<Map<String, Value>>;
@@ -173,7 +173,7 @@ async fn retire(caller: Caller, Path(id): Path<String>, document: Body) -> Passe
 /// This module's routes (see `crate::route_table`).
 pub fn routes() -> Vec<Route> {
     let r: Routes = COGNIRELAY;
-    vec![
+    let routes = vec![
         r.route(
             Verb::Post,
             "/v1/schedule/items",
@@ -244,5 +244,10 @@ pub fn routes() -> Vec<Route> {
         .tool("schedule.retire", "Retire a scheduled item")
         .status(404, "No such item")
         .status(409, "Version or status conflict"),
-    ]
+    ];
+    param_grammar(
+        routes,
+        "schedule_id",
+        &serde_json::json!({"type": "string", "pattern": "^sched_[a-z0-9][a-z0-9_-]{0,57}$"}),
+    )
 }

@@ -137,7 +137,7 @@ pub struct SigningRequestsQuery {
     pub status: Vec<String>,
     /// 1-100, default 20
     #[serde(default, deserialize_with = "first")]
-    #[schemars(regex(pattern = r"^(100|[1-9][0-9]?)?$"))]
+    #[schemars(regex(pattern = r"^(100|[1-9][0-9]?)$"))]
     pub limit: Option<String>,
     /// Skip this many
     #[serde(default, deserialize_with = "first")]
@@ -374,7 +374,11 @@ pub fn routes() -> Vec<Route> {
             "MoltNet: whether a signature is this agent's (public)",
             verify_agent_signature,
         )
-        .public(),
+        .public()
+        .param(
+            "fingerprint",
+            serde_json::json!({"type": "string", "pattern": "^[0-9A-Fa-f]{4}(-[0-9A-Fa-f]{4}){3}$"}),
+        ),
     ]
 }
 

@@ -9,9 +9,14 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call};
+use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call, request_models};
 use crate::forward::{Caller, Query};
 use crate::route::{Route, Verb};
+
+request_models! {
+    TaskCreate => noema_continuity::domain::tasks::TASK_CREATE_REQUEST;
+    TaskUpdate => noema_continuity::domain::tasks::TASK_UPDATE_REQUEST;
+}
 
 /// `GET /v1/tasks/query` parameters.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -31,14 +36,18 @@ pub struct TaskQueryParams {
     pub limit: Option<String>,
 }
 
-async fn create(caller: Caller, document: Document) -> Passed {
+async fn create(caller: Caller, document: Document<TaskCreate>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.create_task(request).await?.into_inner().body,
     ))
 }
 
-async fn update(caller: Caller, Path(task_id): Path<String>, document: Document) -> Passed {
+async fn update(
+    caller: Caller,
+    Path(task_id): Path<String>,
+    document: Document<TaskUpdate>,
+) -> Passed {
     let message = pb::TaskUpdateRequest {
         task_id,
         body: document.bytes.to_vec(),
@@ -103,6 +112,7 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: the tenant's tasks, newest first, by status, owner, collaborator or thread",
             query,
         )
+        .query_model(&noema_continuity::domain::tasks::TASK_QUERY)
         .calls("QueryTasks")
         .tool("tasks.query", "Query shared task records"),
     ]

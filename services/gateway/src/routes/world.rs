@@ -22,7 +22,8 @@ use crate::features;
 use crate::forward::{Caller, JsonBody, RepeatedQuery, first};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, Created};
-use crate::route::{OperationDoc, Reply, Route, Schemas, Verb};
+use crate::route::{OperationDoc, Reply, Route, Schemas, Verb, param_grammar};
+use crate::routes::world_components::page_grammar;
 
 /// A record the world service wrote (a world, turn, attempt, invocation, LLM call, event,
 /// diff or history), as JSON.
@@ -636,7 +637,7 @@ async fn get_llm_call(
 /// This module's routes (see `crate::route_table`).
 pub fn routes() -> Vec<Route> {
     let r = WORLD;
-    vec![
+    let routes = vec![
         r.route(Verb::Post, "/worlds", "createWorld", "Create a world at turn 0 from an assembled scenario", create_world)
             .calls("CreateWorld")
             .tool("create_world", "Create a world at turn 0 from an assembled scenario")
@@ -695,5 +696,16 @@ pub fn routes() -> Vec<Route> {
             .calls("GetLlmCall")
             .tool("get_llm_call", "An LLM call: messages, chunks, texts, tokens")
             .feature(features::WORLD_TRACES),
-    ]
+    ];
+    // The world's id grammar (`noema_world::domain::ids::ID_PATTERN`), turn numbers (in the
+    // path and as `?turn=`) and pages.
+    let id = serde_json::json!({"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"});
+    let routes = param_grammar(routes, "slug", &id);
+    let routes = param_grammar(routes, "entity_id", &id);
+    let routes = param_grammar(
+        routes,
+        "turn",
+        &serde_json::json!({"type": "string", "pattern": "^[0-9]{1,19}$"}),
+    );
+    page_grammar(routes)
 }

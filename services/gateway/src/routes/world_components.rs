@@ -16,7 +16,7 @@ use crate::error::{ApiError, ErrorStyle};
 use crate::forward::{Caller, JsonBody, RepeatedQuery, first};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, CreatedOrFound};
-use crate::route::{Route, Routes, Verb};
+use crate::route::{Route, Routes, Verb, param_grammar};
 
 pub const WORLD: Routes = Routes::new("world", ErrorStyle::Noema, "noema.world.v1.WorldService");
 
@@ -74,6 +74,21 @@ impl PageQuery {
             page_token: self.page_token.clone().unwrap_or_default(),
         })
     }
+}
+
+/// `routes` with [`PageQuery`]'s grammar documented: a page size is a number (empty is the
+/// default) and a page token a decimal offset (the world service's tokens).
+pub fn page_grammar(routes: Vec<Route>) -> Vec<Route> {
+    let routes = param_grammar(
+        routes,
+        "page_size",
+        &serde_json::json!({"type": "string", "pattern": "^[0-9]{0,9}$"}),
+    );
+    param_grammar(
+        routes,
+        "page_token",
+        &serde_json::json!({"type": "string", "pattern": "^[0-9]{0,19}$"}),
+    )
 }
 
 /// The next page's token, or null on the last page.
@@ -530,7 +545,7 @@ async fn fork_scenario(
 /// This module's routes (see `crate::route_table`).
 pub fn routes() -> Vec<Route> {
     let r = WORLD;
-    vec![
+    let routes = vec![
         r.route(
             Verb::Post,
             "/json-schemas",
@@ -782,5 +797,19 @@ pub fn routes() -> Vec<Route> {
             "list_uses_of",
             "What references a component, by kind and hash (kind: json_schema|response_source|cognition_workflow|cognition_profile|scenario)",
         ),
-    ]
+    ];
+    // The grammars the handlers check (the world's `ContentHash` and component kinds).
+    let routes = page_grammar(routes);
+    let routes = param_grammar(
+        routes,
+        "hash",
+        &serde_json::json!({"type": "string", "pattern": "^(sha256:)?[0-9a-f]{64}$"}),
+    );
+    param_grammar(
+        routes,
+        "kind",
+        &serde_json::json!({"type": "string", "enum": [
+            "json_schema", "response_source", "cognition_workflow", "cognition_profile", "scenario"
+        ]}),
+    )
 }
