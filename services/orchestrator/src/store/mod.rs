@@ -5,7 +5,6 @@
 //! in the same transaction as the events that lead to it. Objects are immutable by
 //! content id, so a read one is cached for good.
 
-mod readers;
 pub mod rows;
 pub mod unit;
 mod writer;
@@ -24,29 +23,8 @@ pub use unit::{Expect, Rejection, RequestWrite, SuiteUpdate, Unit};
 
 use noema_store::audit::TxError;
 use noema_store::sql::{Builder, query};
-use readers::Readers;
+use noema_store::with_pool;
 use writer::GroupWriter;
-
-/// Runs `$body` with `$conn` bound to where the store reads: one of its own SQLite
-/// connections ([`Readers`]: no round trip to test it after each read), or the database's
-/// pool.
-macro_rules! with_reader {
-    ($store:expr, |$conn:ident| $body:expr) => {
-        match (&$store.db, $store.readers.as_deref()) {
-            (Database::Sqlite(_), Some(readers)) => {
-                let mut reader = readers.get().await?;
-                let out = {
-                    let $conn = noema_store::sql::Conn::<sqlx::Sqlite>::Transaction(reader.conn());
-                    $body
-                };
-                reader.finished();
-                out
-            }
-            (Database::Sqlite($conn), None) => $body,
-            (Database::Postgres($conn), _) => $body,
-        }
-    };
-}
 
 /// Schema migrations for the orchestrator, per backend.
 pub static MIGRATIONS: noema_store::Migrations = noema_store::Migrations {
@@ -116,8 +94,6 @@ pub struct OrchestratorStore {
     db: Database,
     /// The group-commit writer, started on the first write.
     writer: Arc<OnceLock<GroupWriter>>,
-    /// The connections reads run on, on a SQLite file.
-    readers: Option<Arc<Readers>>,
     objects: Arc<quick_cache::sync::Cache<String, Arc<ObjectRow>>>,
     written: Arc<Written>,
 }
@@ -183,14 +159,9 @@ impl std::fmt::Debug for OrchestratorStore {
 
 impl OrchestratorStore {
     pub fn new(db: Database) -> OrchestratorStore {
-        let readers = match &db {
-            Database::Sqlite(pool) => Readers::for_pool(pool).map(Arc::new),
-            Database::Postgres(_) => None,
-        };
         OrchestratorStore {
             db,
             writer: Arc::new(OnceLock::new()),
-            readers,
             objects: Arc::new(quick_cache::sync::Cache::new(CACHED_OBJECTS)),
             written: Arc::new(Written::new()),
         }
@@ -246,14 +217,14 @@ impl OrchestratorStore {
 
     pub async fn request(&self, request_id: &str) -> Result<Option<RequestRow>, StoreError> {
         let sql = format!("SELECT {REQUEST_COLUMNS} FROM requests WHERE request_id = $1");
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(&sql).bind(request_id).fetch_optional(pool).await?
         }))
     }
 
     pub async fn request_by_trace(&self, trace_id: &str) -> Result<Option<RequestRow>, StoreError> {
         let sql = format!("SELECT {REQUEST_COLUMNS} FROM requests WHERE trace_id = $1");
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(&sql).bind(trace_id).fetch_optional(pool).await?
         }))
     }
@@ -272,7 +243,7 @@ impl OrchestratorStore {
                     "SELECT {REQUEST_COLUMNS} FROM requests WHERE state = $1 AND request_id > $2 \
                      ORDER BY state, request_id LIMIT $3"
                 );
-                with_reader!(self, |pool| {
+                with_pool!(&self.db, |pool| {
                     query(&sql)
                         .bind(state)
                         .bind(after)
@@ -286,7 +257,7 @@ impl OrchestratorStore {
                     "SELECT {REQUEST_COLUMNS} FROM requests WHERE request_id > $1 \
                      ORDER BY request_id LIMIT $2"
                 );
-                with_reader!(self, |pool| {
+                with_pool!(&self.db, |pool| {
                     query(&sql).bind(after).bind(limit).fetch_all(pool).await?
                 })
             }
@@ -298,7 +269,7 @@ impl OrchestratorStore {
         if let Some(found) = self.objects.get(content_id) {
             return Ok(Some(found));
         }
-        let row: Option<ObjectRow> = with_reader!(self, |pool| {
+        let row: Option<ObjectRow> = with_pool!(&self.db, |pool| {
             query(
                 "SELECT content_id, object_type, object_id, schema_version, body, created_at \
                  FROM objects WHERE content_id = $1",
@@ -335,7 +306,7 @@ impl OrchestratorStore {
         missing.sort_unstable();
         missing.dedup();
         for chunk in missing.chunks(500) {
-            let rows: Vec<ObjectRow> = with_reader!(self, |pool| {
+            let rows: Vec<ObjectRow> = with_pool!(&self.db, |pool| {
                 let mut select = Builder::new(
                     "SELECT content_id, object_type, object_id, schema_version, body, created_at \
                      FROM objects WHERE content_id IN (",
@@ -368,7 +339,7 @@ impl OrchestratorStore {
 
     /// A request's approvals, oldest first.
     pub async fn approvals(&self, request_id: &str) -> Result<Vec<ApprovalRow>, StoreError> {
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(
                 "SELECT request_id, seq, approval_object, approval_id, approver, decision, \
                  signature, public_key, submitted_by, recorded_at FROM approvals \
@@ -391,7 +362,7 @@ impl OrchestratorStore {
             "SELECT {EVENT_COLUMNS} FROM request_events WHERE request_id = $1 AND seq > $2 \
              ORDER BY seq LIMIT $3"
         );
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(&sql)
                 .bind(request_id)
                 .bind(after_seq)
@@ -412,7 +383,7 @@ impl OrchestratorStore {
             "SELECT {EVENT_COLUMNS} FROM request_events WHERE (request_id, seq) > ($1, $2) \
              ORDER BY request_id, seq LIMIT $3"
         );
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(&sql)
                 .bind(after.0)
                 .bind(after.1)
@@ -433,7 +404,7 @@ impl OrchestratorStore {
             "SELECT {VOTE_COLUMNS} FROM votes WHERE target_id = $1 AND seq > $2 \
              ORDER BY seq LIMIT $3"
         );
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(&sql)
                 .bind(request_id)
                 .bind(after_seq)
@@ -451,7 +422,7 @@ impl OrchestratorStore {
         after_seq: i64,
         limit: u32,
     ) -> Result<Vec<VoteStanding>, StoreError> {
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(
                 "SELECT v.vote_id, v.target_id, v.gold, v.seq, v.evaluator_id, v.eval_object, \
                  v.suite, v.score, v.gate_passed, v.regression, v.suppressed, v.reason_codes, \
@@ -470,7 +441,7 @@ impl OrchestratorStore {
 
     pub async fn evaluator(&self, evaluator_id: &str) -> Result<Option<EvaluatorRow>, StoreError> {
         let sql = format!("SELECT {EVALUATOR_COLUMNS} FROM evaluators WHERE evaluator_id = $1");
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(&sql).bind(evaluator_id).fetch_optional(pool).await?
         }))
     }
@@ -479,7 +450,7 @@ impl OrchestratorStore {
     pub async fn evaluators(&self, ids: &[&str]) -> Result<Vec<EvaluatorRow>, StoreError> {
         let mut found = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(500) {
-            let rows: Vec<EvaluatorRow> = with_reader!(self, |pool| {
+            let rows: Vec<EvaluatorRow> = with_pool!(&self.db, |pool| {
                 let mut select = Builder::new(format!(
                     "SELECT {EVALUATOR_COLUMNS} FROM evaluators WHERE evaluator_id IN ("
                 ));
@@ -503,7 +474,7 @@ impl OrchestratorStore {
         at: i64,
     ) -> Result<VoteCounts, StoreError> {
         let (last_vote_at, in_window, on_target, baseline): (Option<i64>, i64, i64, Option<f64>) =
-            with_reader!(self, |pool| {
+            with_pool!(&self.db, |pool| {
                 query(
                     "SELECT \
                      (SELECT MAX(voted_at) FROM votes WHERE evaluator_id = $1 AND voted_at <= $4), \
@@ -529,7 +500,7 @@ impl OrchestratorStore {
     }
 
     pub async fn reputation(&self, actor_id: &str) -> Result<Option<ReputationRow>, StoreError> {
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(
                 "SELECT actor_id, version, rep, last_reward_id, updated_at FROM reputations \
                  WHERE actor_id = $1",
@@ -545,7 +516,7 @@ impl OrchestratorStore {
     }
 
     pub async fn suites(&self) -> Result<Vec<SuiteRow>, StoreError> {
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(
                 "SELECT suite, baseline, latest_request_id, latest_eval_id, latest_gate_passed, \
                  latest_passed_minimum, latest_regression, updated_at FROM suites ORDER BY suite",
@@ -556,7 +527,7 @@ impl OrchestratorStore {
     }
 
     pub async fn gold_task(&self, gold_id: &str) -> Result<Option<GoldTaskRow>, StoreError> {
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(
                 "SELECT gold_id, plan_object, risk_object, trace_object, answer_pass, min_score, \
                  max_score, created_by, created_at FROM gold_tasks WHERE gold_id = $1",
@@ -569,7 +540,7 @@ impl OrchestratorStore {
 
     /// Whether `target_id` was served to `evaluator_id`.
     pub async fn served(&self, evaluator_id: &str, target_id: &str) -> Result<bool, StoreError> {
-        let row: Option<(i64,)> = with_reader!(self, |pool| {
+        let row: Option<(i64,)> = with_pool!(&self.db, |pool| {
             query("SELECT CAST(1 AS BIGINT) FROM evaluation_items WHERE evaluator_id = $1 AND target_id = $2")
                 .bind(evaluator_id)
                 .bind(target_id)
@@ -581,7 +552,7 @@ impl OrchestratorStore {
 
     /// A gold task never served to `evaluator_id`.
     pub async fn unserved_gold(&self, evaluator_id: &str) -> Result<Option<String>, StoreError> {
-        let row: Option<(String,)> = with_reader!(self, |pool| {
+        let row: Option<(String,)> = with_pool!(&self.db, |pool| {
             query(
                 "SELECT gold_id FROM gold_tasks g WHERE NOT EXISTS (SELECT 1 FROM \
                  evaluation_items i WHERE i.evaluator_id = $1 AND i.target_id = g.gold_id) \
@@ -597,7 +568,7 @@ impl OrchestratorStore {
     /// The oldest traced request `evaluator_id` may judge: not its own, never served to it,
     /// never voted on by it.
     pub async fn next_real_target(&self, evaluator_id: &str) -> Result<Option<String>, StoreError> {
-        let row: Option<(String,)> = with_reader!(self, |pool| {
+        let row: Option<(String,)> = with_pool!(&self.db, |pool| {
             query(
                 "SELECT request_id FROM requests r WHERE state IN ('TRACED', 'EVALUATED') \
                  AND actor <> $1 \
@@ -620,7 +591,7 @@ impl OrchestratorStore {
         known: &str,
         limit: u32,
     ) -> Result<Vec<(String, String, String)>, StoreError> {
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(
                 "SELECT content_id, object_type, schema_version FROM objects \
                  WHERE schema_version <> $1 ORDER BY content_id LIMIT $2",
@@ -641,7 +612,7 @@ impl OrchestratorStore {
              AND (forbidden = $1 OR approvals_required > 0 OR risk_level IN ('L2', 'L3')) \
              ORDER BY request_id"
         );
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(&sql).bind(true).fetch_all(pool).await?
         }))
     }
@@ -653,7 +624,7 @@ impl OrchestratorStore {
              OR (state IN ('TRACED', 'EVALUATED', 'REWARDED') AND trace_object IS NULL) \
              ORDER BY request_id"
         );
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(&sql).fetch_all(pool).await?
         }))
     }
@@ -666,7 +637,7 @@ impl OrchestratorStore {
              OR (trace_status IN ('success', 'rolled_back') AND rollback_declared = $1 \
                  AND risk_level <> 'L0') ORDER BY request_id"
         );
-        Ok(with_reader!(self, |pool| {
+        Ok(with_pool!(&self.db, |pool| {
             query(&sql).bind(false).fetch_all(pool).await?
         }))
     }
