@@ -548,6 +548,22 @@ fn coerce_int(input: &Json) -> Result<i64, &'static str> {
     }
 }
 
+/// A number type with its inclusive bounds, where it has them.
+fn bounded(
+    kind: &str,
+    minimum: Option<serde_json::Value>,
+    maximum: Option<serde_json::Value>,
+) -> serde_json::Value {
+    let mut schema = serde_json::json!({ "type": kind });
+    if let Some(minimum) = minimum {
+        schema["minimum"] = minimum;
+    }
+    if let Some(maximum) = maximum {
+        schema["maximum"] = maximum;
+    }
+    schema
+}
+
 /// The JSON Schema (2020-12) of what `ty` accepts without coercion: the document a client
 /// reads to write a body this module accepts. pydantic's lax mode accepts more (numbers as
 /// strings, `"yes"` as true); the schema names the plain form. A nested model is whatever
@@ -569,26 +585,8 @@ pub fn json_schema(
             }
             schema
         }
-        Ty::Float { ge, le } => {
-            let mut schema = json!({"type": "number"});
-            if let Some(ge) = ge {
-                schema["minimum"] = json!(ge);
-            }
-            if let Some(le) = le {
-                schema["maximum"] = json!(le);
-            }
-            schema
-        }
-        Ty::Int { ge, le } => {
-            let mut schema = json!({"type": "integer"});
-            if let Some(ge) = ge {
-                schema["minimum"] = json!(ge);
-            }
-            if let Some(le) = le {
-                schema["maximum"] = json!(le);
-            }
-            schema
-        }
+        Ty::Float { ge, le } => bounded("number", ge.map(|v| json!(v)), le.map(|v| json!(v))),
+        Ty::Int { ge, le } => bounded("integer", ge.map(|v| json!(v)), le.map(|v| json!(v))),
         // pydantic's lax booleans: 0/1 and these words (in any case) are read as booleans.
         Ty::Bool => json!({"anyOf": [
             {"type": "boolean"},
