@@ -279,6 +279,75 @@ impl ChainedEvent {
     }
 }
 
+/// An event placed in the chain as the store keeps it: its meta canonicalised once, and
+/// that text both stored and hashed. The hash is [`ChainedEvent::compute_hash`]'s, made
+/// from the same bytes [`StoredEvent::canonical_bytes_into`] checks on replay, without
+/// building the event's JSON a second time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedEvent {
+    pub entity_id: String,
+    pub event_type: EventType,
+    pub prev_state: Option<State>,
+    pub next_state: State,
+    /// The RFC 8785 text of the event's meta.
+    pub meta: String,
+    pub seq: u64,
+    /// RFC 3339, UTC.
+    pub ts: String,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+impl SealedEvent {
+    /// Places `event` after the event hashed `prev_hash`; `scratch` is reused for the
+    /// hashed bytes.
+    pub fn seal(
+        event: Event,
+        seq: u64,
+        ts: &str,
+        prev_hash: String,
+        scratch: &mut String,
+    ) -> Result<SealedEvent, JcsError> {
+        let Event {
+            event_type,
+            entity_id,
+            prev_state,
+            next_state,
+            meta,
+        } = event;
+        let meta = jcs::canonical_string(&Value::Object(meta))?;
+        let mut sealed = SealedEvent {
+            entity_id,
+            event_type,
+            prev_state,
+            next_state,
+            meta,
+            seq,
+            ts: ts.to_owned(),
+            prev_hash,
+            hash: String::new(),
+        };
+        sealed.stored().canonical_bytes_into(scratch);
+        sealed.hash = ContentId::of_bytes(scratch.as_bytes()).into_string();
+        Ok(sealed)
+    }
+
+    /// The event as its stored text ([`StoredEvent::hash`] as sealed).
+    pub fn stored(&self) -> StoredEvent<'_> {
+        StoredEvent {
+            entity_id: &self.entity_id,
+            event_type: self.event_type.as_str(),
+            meta: &self.meta,
+            next_state: self.next_state.as_str(),
+            prev_hash: &self.prev_hash,
+            prev_state: self.prev_state.map(State::as_str),
+            seq: self.seq,
+            ts: &self.ts,
+            hash: &self.hash,
+        }
+    }
+}
+
 /// Where the first broken link of an event chain is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChainBreak {
@@ -502,6 +571,52 @@ mod tests {
 
     fn ev(t: EventType, prev: Option<State>, next: State, meta: Map<String, Value>) -> Event {
         Event::new(t, "req-1", prev, next, meta).unwrap()
+    }
+
+    /// A sealed event hashes to what the typed chain computes, and its stored text
+    /// verifies on replay; an edited meta does not.
+    #[test]
+    fn sealed_events_hash_as_the_chain_and_verify_from_their_text() {
+        let mut prev = CHAIN_START.to_owned();
+        let mut scratch = String::new();
+        for (n, event) in lifecycle().into_iter().enumerate() {
+            let seq = n as u64 + 1;
+            let mut event = event;
+            event.meta.insert(
+                "note".into(),
+                json!({"é": 1.5, "a": [null, "\u{1F600}\n"], "b": 1e21}),
+            );
+            let chained =
+                ChainedEvent::chain(event.clone(), seq, "2026-01-01T00:00:00Z", prev.clone())
+                    .unwrap();
+            let sealed = SealedEvent::seal(
+                event,
+                seq,
+                "2026-01-01T00:00:00Z",
+                prev.clone(),
+                &mut scratch,
+            )
+            .unwrap();
+            assert_eq!(sealed.hash, chained.hash);
+            assert_eq!(
+                scratch.as_bytes(),
+                chained.canonical_bytes().unwrap().as_slice()
+            );
+            sealed
+                .stored()
+                .verify_after(seq - 1, &prev, &mut scratch)
+                .unwrap();
+            let edited = sealed.meta.replace("1.5", "2.5");
+            let stored = StoredEvent {
+                meta: &edited,
+                ..sealed.stored()
+            };
+            assert_eq!(
+                stored.verify_after(seq - 1, &prev, &mut scratch),
+                Err(ChainBreak::HashMismatch { seq })
+            );
+            prev = sealed.hash;
+        }
     }
 
     /// A complete L2 lifecycle with two evaluations.

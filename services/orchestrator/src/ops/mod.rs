@@ -27,11 +27,11 @@ use noema_core::scopes::Principal;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
 use noema_runtime::client::TracedChannel;
-use serde_json::{Value, json};
+use serde_json::json;
 use time::OffsetDateTime;
 use tonic::metadata::{Ascii, MetadataValue};
 
-use crate::domain::events::{ChainedEvent, Event};
+use crate::domain::events::{Event, SealedEvent};
 use crate::domain::objects::CanonicalObject;
 use crate::domain::schema::SchemaName;
 use crate::domain::state::{Call, State};
@@ -313,7 +313,8 @@ fn stored<T: CanonicalObject>(
     })
 }
 
-/// Chains `events` after the request's head (`version` events, last hash `head`).
+/// Chains `events` after the request's head (`version` events, last hash `head`). Each
+/// event's meta is canonicalised once, and that text is both hashed and stored.
 fn chain(
     version: i64,
     head: &str,
@@ -323,32 +324,26 @@ fn chain(
     let mut rows = Vec::with_capacity(events.len());
     let mut prev = head.to_owned();
     let mut seq = u64::try_from(version).unwrap_or_default();
+    let mut scratch = String::new();
     for event in events {
         seq += 1;
-        let chained = ChainedEvent::chain(event, seq, ts, prev.clone()).map_err(|e| {
+        let sealed = SealedEvent::seal(event, seq, ts, prev, &mut scratch).map_err(|e| {
             OrchestratorError::Content(crate::domain::objects::ContentError::from(e))
         })?;
-        prev.clone_from(&chained.hash);
-        rows.push(event_row(&chained)?);
+        prev = sealed.hash.clone();
+        rows.push(EventRow {
+            request_id: sealed.entity_id,
+            seq: i64::try_from(sealed.seq).unwrap_or(i64::MAX),
+            event_type: sealed.event_type.as_str().to_owned(),
+            prev_state: sealed.prev_state.map(|s| s.as_str().to_owned()),
+            next_state: sealed.next_state.as_str().to_owned(),
+            meta: sealed.meta,
+            ts: sealed.ts,
+            prev_hash: sealed.prev_hash,
+            hash: sealed.hash,
+        });
     }
     Ok((rows, prev))
-}
-
-fn event_row(e: &ChainedEvent) -> Result<EventRow, OrchestratorError> {
-    let meta = jcs::canonical_string(&Value::Object(e.event.meta.clone())).map_err(|err| {
-        OrchestratorError::Content(crate::domain::objects::ContentError::from(err))
-    })?;
-    Ok(EventRow {
-        request_id: e.event.entity_id.clone(),
-        seq: i64::try_from(e.seq).unwrap_or(i64::MAX),
-        event_type: e.event.event_type.as_str().to_owned(),
-        prev_state: e.event.prev_state.map(|s| s.as_str().to_owned()),
-        next_state: e.event.next_state.as_str().to_owned(),
-        meta,
-        ts: e.ts.clone(),
-        prev_hash: e.prev_hash.clone(),
-        hash: e.hash.clone(),
-    })
 }
 
 /// The audit entries of a request's new events: the service's chain of every transition.

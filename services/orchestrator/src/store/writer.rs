@@ -41,6 +41,11 @@ const BINDS_PER_UPSERT: usize = 10_000;
 /// The writer connection's page cache on SQLite (32 MiB): a batch touches a page per
 /// random key in each index it writes.
 const WRITER_SQLITE_CACHE: &str = "PRAGMA cache_size = -32768";
+/// Prepared statements the writer's SQLite connection keeps. A multi-row statement's text
+/// changes with its row count, so a batch of up to one unit per caller uses a few hundred
+/// texts; at sqlx's default of 100 they evicted one another and most were parsed and
+/// planned again in every batch.
+const WRITER_STATEMENTS: usize = 1024;
 
 type Outcome = Result<(), Rejection>;
 
@@ -102,7 +107,12 @@ fn writer_pool(pool: &Pool<Sqlite>) -> Option<Pool<Sqlite>> {
                 Ok(())
             })
         })
-        .connect_lazy_with(pool.connect_options().as_ref().clone());
+        .connect_lazy_with(
+            pool.connect_options()
+                .as_ref()
+                .clone()
+                .statement_cache_capacity(WRITER_STATEMENTS),
+        );
     Some(own)
 }
 
