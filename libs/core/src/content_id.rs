@@ -110,6 +110,13 @@ impl ContentId {
         ContentId::from_hex(text.strip_prefix(PREFIX).unwrap_or(text))
     }
 
+    /// `text` without a leading `sha256:`, unchecked: for formats that accept a digest with
+    /// or without the prefix and compare what follows as text (CogniRelay's key
+    /// fingerprints), where an ill-formed value must still compare rather than be refused.
+    pub fn without_prefix(text: &str) -> &str {
+        text.strip_prefix(PREFIX).unwrap_or(text)
+    }
+
     /// Whether `text` is exactly a content id (`^sha256:[0-9a-f]{64}$`).
     pub fn is_valid(text: &str) -> bool {
         text.parse::<ContentId>().is_ok()
@@ -267,6 +274,15 @@ mod tests {
             Err(ContentIdError::MissingPrefix)
         );
         assert!("sha256:".parse::<ContentId>().is_err());
+    }
+
+    #[test]
+    fn without_prefix_drops_one_leading_prefix_and_checks_nothing() {
+        assert_eq!(ContentId::without_prefix(&format!("sha256:{ABC}")), ABC);
+        assert_eq!(ContentId::without_prefix(ABC), ABC);
+        assert_eq!(ContentId::without_prefix("sha256:sha256:x"), "sha256:x");
+        assert_eq!(ContentId::without_prefix("SHA256:x"), "SHA256:x");
+        assert_eq!(ContentId::without_prefix(""), "");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! key's secret, compared exactly (after trimming whitespace) as the original compares them.
 
 use hmac::{Hmac, Mac};
+use noema_core::content_id::ContentId;
 use sha2::Sha256;
 use time::OffsetDateTime;
 
@@ -143,33 +144,19 @@ fn mac(secret: &str, blob: &[u8]) -> Option<Hmac<Sha256>> {
 /// The lowercase hex signature of `blob` under `secret` (what a client sends).
 pub fn sign(secret: &str, blob: &[u8]) -> String {
     mac(secret, blob)
-        .map(|m| {
-            m.finalize()
-                .into_bytes()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect()
-        })
+        .and_then(|m| <[u8; 32]>::try_from(m.finalize().into_bytes().as_slice()).ok())
+        .map(|digest| ContentId::from_digest(&digest).hex().to_owned())
         .unwrap_or_default()
 }
 
 /// Whether `signature` (whitespace trimmed) is exactly the lowercase hex signature of `blob`,
 /// compared in constant time.
 pub fn signature_matches(secret: &str, blob: &[u8], signature: &str) -> bool {
-    let Some(bytes) = lower_hex(signature.trim()) else {
+    // An HMAC-SHA256 is a 32-byte digest, so the one check of a lowercase hex digest reads it.
+    let Ok(digest) = ContentId::from_lowercase_hex(signature.trim()) else {
         return false;
     };
-    mac(secret, blob).is_some_and(|m| m.verify_slice(&bytes).is_ok())
-}
-
-fn lower_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() != 64 || !text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
+    mac(secret, blob).is_some_and(|m| m.verify_slice(&digest.digest()).is_ok())
 }
 
 /// The checks of one verification, in the original's order.

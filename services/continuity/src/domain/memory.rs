@@ -16,6 +16,7 @@
 //!   plus a newline, and a journal day file (`journal/…/YYYY-MM-DD.md`) takes appends only on
 //!   its own UTC day, with the original's 503.
 
+use noema_core::content_id::ContentId;
 use serde::Deserialize;
 use time::OffsetDateTime;
 
@@ -334,10 +335,7 @@ pub fn query_terms(query: &str) -> Vec<String> {
 pub fn revision_id(previous: Option<&str>, path: &str, content: &str) -> String {
     let content_sha = noema_core::content_id::sha256_hex(content.as_bytes());
     let record = format!("{}\n{path}\n{content_sha}", previous.unwrap_or(""));
-    format!(
-        "sha256:{}",
-        noema_core::content_id::sha256_hex(record.as_bytes())
-    )
+    ContentId::of_bytes(record.as_bytes()).into_string()
 }
 
 /// A document's modification time as the original prints it (`format_iso` of the mtime) and

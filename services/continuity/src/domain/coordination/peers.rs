@@ -140,7 +140,7 @@ fn fingerprint_digest(value: Option<&str>) -> Option<String> {
     if value.is_empty() {
         return None;
     }
-    Some(value.strip_prefix("sha256:").unwrap_or(value).to_owned())
+    Some(ContentId::without_prefix(value).to_owned())
 }
 
 /// The original's default transition policy.
