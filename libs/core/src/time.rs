@@ -25,6 +25,25 @@ pub fn rfc3339_seconds(at: OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
+/// RFC 3339 at the instant's own precision and offset (`2026-02-14T10:00:00.5Z`,
+/// `2026-02-14T12:00:00+02:00`): the orchestrator's and the world's object times, and
+/// anything Noema itself prints for a person or a log.
+pub fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&Rfc3339).unwrap_or_default()
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.ffffff]Z`: Python's `isoformat()` in UTC with `+00:00` written
+/// `Z`, the microseconds only when there are any (CogniRelay's timestamps).
+pub fn python_iso_utc(at: OffsetDateTime) -> String {
+    let utc = at.to_offset(UtcOffset::UTC);
+    let format = if utc.microsecond() == 0 {
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z")
+    } else {
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z")
+    };
+    utc.format(format).unwrap_or_default()
+}
+
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ`: UTC with milliseconds, as JavaScript's
 /// `Date.prototype.toISOString()` prints it (MoltNet's timestamps).
 pub fn iso_millis(at: OffsetDateTime) -> String {
@@ -122,6 +141,37 @@ mod tests {
         assert_eq!(
             basic_seconds(OffsetDateTime::UNIX_EPOCH),
             "19700101T000000Z"
+        );
+    }
+
+    #[test]
+    fn rfc3339_keeps_the_precision_and_the_offset() {
+        assert_eq!(
+            rfc3339(at("2026-04-14T20:20:43.0059+02:00")),
+            "2026-04-14T20:20:43.0059+02:00"
+        );
+        assert_eq!(rfc3339(at("2026-04-14T18:20:43Z")), "2026-04-14T18:20:43Z");
+    }
+
+    #[test]
+    fn python_iso_is_utc_with_microseconds_only_when_there_are_any() {
+        assert_eq!(
+            python_iso_utc(at("2026-04-14T20:20:43+02:00")),
+            "2026-04-14T18:20:43Z"
+        );
+        assert_eq!(
+            python_iso_utc(at("2026-04-14T18:20:43.5Z")),
+            "2026-04-14T18:20:43.500000Z"
+        );
+        // Truncated to the microsecond, as Python's datetime holds it.
+        assert_eq!(
+            python_iso_utc(at("2026-04-14T18:20:43.000001999Z")),
+            "2026-04-14T18:20:43.000001Z"
+        );
+        // Below a microsecond there is nothing Python would print.
+        assert_eq!(
+            python_iso_utc(at("2026-04-14T18:20:43.000000999Z")),
+            "2026-04-14T18:20:43Z"
         );
     }
 

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use noema_core::time::rfc3339;
 use noema_core::to_status;
 use noema_proto::common::v1 as common;
 use noema_proto::world::v1 as pb;
@@ -11,7 +12,6 @@ use noema_runtime::auth::principal;
 use noema_runtime::convert::list_audit;
 use serde::Serialize;
 use serde_json::{Value, json};
-use time::format_description::well_known::Rfc3339;
 use tonic::{Request, Response, Status};
 
 use crate::domain::component::ComponentKind;
@@ -84,10 +84,6 @@ fn json_of(bytes: &[u8], field: &str) -> Result<Value, Status> {
 fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, Status> {
     serde_json::to_vec(value)
         .map_err(|e| status(WorldError::Internal(format!("serialising a reply: {e}"))))
-}
-
-fn rfc3339(at: time::OffsetDateTime) -> String {
-    at.format(&Rfc3339).unwrap_or_default()
 }
 
 /// A listing's page from the request (the token is the next offset).

@@ -36,24 +36,7 @@ pub fn require_utc(value: &str, field: &str) -> Result<OffsetDateTime, Continuit
 }
 
 /// `isoformat()` in UTC with `+00:00` written `Z`; microseconds only when non-zero.
-pub fn format_iso(at: OffsetDateTime) -> String {
-    let utc = at.to_offset(UtcOffset::UTC);
-    let micros = utc.microsecond();
-    let base = format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-        utc.year(),
-        u8::from(utc.month()),
-        utc.day(),
-        utc.hour(),
-        utc.minute(),
-        utc.second()
-    );
-    if micros == 0 {
-        format!("{base}Z")
-    } else {
-        format!("{base}.{micros:06}Z")
-    }
-}
+pub use noema_core::time::python_iso_utc as format_iso;
 
 /// `YYYYMMDDTHHMMSSZ` (microseconds dropped), for archive names.
 pub use noema_core::time::basic_seconds as format_compact;

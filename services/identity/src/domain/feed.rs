@@ -9,7 +9,6 @@
 use data_encoding::BASE64URL_NOPAD;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
 use super::entry::{EntryType, MAX_TAG_CHARS, type_filters};
@@ -40,7 +39,7 @@ pub struct Cursor {
 impl Cursor {
     /// The opaque text handed to clients.
     pub fn encode(&self) -> String {
-        let c = self.created_at.format(&Rfc3339).unwrap_or_default();
+        let c = noema_core::time::rfc3339(self.created_at);
         BASE64URL_NOPAD.encode(json!({"c": c, "i": self.id}).to_string().as_bytes())
     }
 
@@ -54,7 +53,7 @@ impl Cursor {
         let (Some(c), Some(i)) = (json["c"].as_str(), json["i"].as_str()) else {
             return Err(invalid());
         };
-        let created_at = OffsetDateTime::parse(c, &Rfc3339).map_err(|_| invalid())?;
+        let created_at = noema_core::time::parse_rfc3339(c).ok_or_else(invalid)?;
         let id = (i.len() == 36)
             .then(|| Uuid::try_parse(i).ok())
             .flatten()

@@ -118,9 +118,7 @@ fn read_json(path: &Path) -> Result<Value, CommandError> {
 }
 
 fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
+    noema_core::time::rfc3339(time::OffsetDateTime::now_utc())
 }
 
 /// The JSON the REST routes answer, for a state-changing call.

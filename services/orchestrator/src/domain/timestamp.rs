@@ -2,7 +2,6 @@
 //! accepts), written by the server in UTC with microseconds at most, the precision
 //! both database backends keep.
 
-use time::format_description::well_known::Rfc3339;
 use time::{OffsetDateTime, UtcOffset};
 
 /// Parses an RFC 3339 date-time.
@@ -16,7 +15,7 @@ pub fn normalize(at: OffsetDateTime) -> OffsetDateTime {
 
 /// RFC 3339 text of `at` in UTC (`2026-02-14T10:00:00.5Z`).
 pub fn format(at: OffsetDateTime) -> String {
-    normalize(at).format(&Rfc3339).unwrap_or_default()
+    noema_core::time::rfc3339(normalize(at))
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@ use noema_core::{ErrorCode, Failure as CallFailure};
 use noema_proto::ledger::v1 as ledger;
 use serde_json::json;
 use time::OffsetDateTime;
-use time::macros::format_description;
 
 use super::{Caller, World, now};
 use crate::store::worlds::TurnRow;
@@ -47,14 +46,8 @@ fn request<T>(message: T, caller: &Caller) -> tonic::Request<T> {
 fn put_request(row: &TurnRow, at: OffsetDateTime) -> ledger::PutCanonicalRequest {
     let payload = anchor_payload(row);
     let id = ContentId::of_bytes(&payload).to_string();
-    let date = at
-        .format(format_description!("[year]/[month]/[day]"))
-        .unwrap_or_default();
-    let created_at = at
-        .format(format_description!(
-            "[year]-[month]-[day]T[hour]:[minute]:[second]Z"
-        ))
-        .unwrap_or_default();
+    let date = noema_core::time::utc_date_path(at);
+    let created_at = noema_core::time::rfc3339_seconds(at);
     ledger::PutCanonicalRequest {
         schema_version: "0.1.0".into(),
         storage_path: format!("canonical/document/{date}/{id}.json"),

@@ -14,7 +14,6 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use crate::domain::ids::HumanId;
 use crate::domain::problem::{Problem, pointer_push, pointer_tokens};
@@ -52,8 +51,10 @@ impl TurnFacts {
 
 /// RFC 3339 text of a simulation time (`2026-01-01T00:00:00Z`).
 pub fn format_time(at: OffsetDateTime) -> String {
-    at.format(&Rfc3339)
-        .unwrap_or_else(|_| at.unix_timestamp().to_string())
+    // A time RFC 3339 cannot write (a year beyond 9999) prints as Unix seconds.
+    Some(noema_core::time::rfc3339(at))
+        .filter(|text| !text.is_empty())
+        .unwrap_or_else(|| at.unix_timestamp().to_string())
 }
 
 /// The context a template is rendered against: `/world`, and `/subject` when a subject's
