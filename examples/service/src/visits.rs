@@ -7,6 +7,7 @@ use noema_proto::ledger::v1 as ledger;
 use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
 use noema_runtime::client::TracedChannel;
 use noema_store::ObjectStore;
+use noema_store::object::WriteRetry;
 use tonic::metadata::{Ascii, MetadataValue};
 
 use crate::error::ExampleError;
@@ -63,8 +64,8 @@ impl Visits {
         let visits = self.store.visit(&name).await?;
         let postcard_key = format!("postcards/{name}/{visits}");
         let postcard = Bytes::from(format!("{}, {name}", self.greeting));
-        self.objects
-            .put(&postcard_key, postcard, "text/plain")
+        WriteRetry::STANDARD
+            .put(self.objects.as_ref(), &postcard_key, postcard, "text/plain")
             .await?;
         let mut request = tonic::Request::new(ledger::GetStatusRequest {});
         if let Some(value) = authorization {

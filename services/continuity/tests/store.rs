@@ -33,6 +33,7 @@ conformance!(
     archive_and_delete_move_tiers,
     a_list_sees_every_write_before_it,
     cold_store_and_rehydrate_are_byte_exact,
+    a_cold_store_rides_out_a_failed_put_under_the_one_write_retry,
     retention_apply_drains_a_backlog,
     tenants_never_see_each_other,
     the_backup_drill_counts_and_reports_bad_artifacts,
@@ -743,6 +744,74 @@ async fn old_archives(h: &Harness, tenant: &str, count: u32, days_ago: i64) -> V
         paths.push(path);
     }
     paths
+}
+
+/// The cold tier's payload put goes through `WriteRetry::STANDARD` (the S3 store makes no
+/// retries of its own): one failed put is ridden out, a store that stays down fails the
+/// request and leaves the archive where it was.
+async fn a_cold_store_rides_out_a_failed_put_under_the_one_write_retry(backend: Backend) {
+    let h = harness(backend).await;
+    let alice = agent("agent:alice");
+    let owner = owner("agent:alice");
+    let mut paths = Vec::new();
+    for id in ["Launch Plan", "Second Plan"] {
+        h.continuity
+            .upsert(&alice, &upsert("thread", id, &at(5), &["ship"]))
+            .await
+            .unwrap();
+        let archived = parse(
+            &h.continuity
+                .archive(
+                    &alice,
+                    &body(json!({"subject_kind": "thread", "subject_id": id, "reason": "shipped"})),
+                )
+                .await
+                .unwrap(),
+        );
+        paths.push(archived["archived_path"].as_str().unwrap().to_owned());
+    }
+
+    h.faults.fail_next_puts(1);
+    let stored = parse(
+        &h.continuity
+            .cold_store(&owner, &body(json!({"source_archive_path": paths[0]})))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(stored["artifact_state"], "cold");
+    assert_eq!(h.faults.injected_faults(), 1);
+    let cold = h
+        .store
+        .archive("agent:alice", &paths[0])
+        .await
+        .unwrap()
+        .unwrap();
+    let key = cold.cold().unwrap().key.clone();
+    assert!(h.objects.head(&key).await.unwrap().is_some());
+
+    h.faults.fail_next_puts(noema_store::object::faulty::STICKY);
+    let err = h
+        .continuity
+        .cold_store(&owner, &body(json!({"source_archive_path": paths[1]})))
+        .await
+        .unwrap_err();
+    h.faults.reset();
+    assert!(
+        matches!(&err, noema_continuity::Error::Objects(o) if o.is_retryable()),
+        "{err:?}"
+    );
+    assert_eq!(
+        noema_core::ServiceError::code(&err),
+        noema_core::ErrorCode::Unavailable
+    );
+    assert_eq!(h.faults.injected_faults(), 4, "three attempts in all");
+    let row = h
+        .store
+        .archive("agent:alice", &paths[1])
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(row.cold().is_none() && row.envelope.is_some());
 }
 
 async fn retention_apply_drains_a_backlog(backend: Backend) {

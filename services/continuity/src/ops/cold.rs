@@ -10,6 +10,7 @@
 
 use bytes::Bytes;
 use noema_core::content_id::sha256_hex;
+use noema_store::object::WriteRetry;
 use serde_json::json;
 
 use super::{Continuity, audit, bytes_of, now};
@@ -98,8 +99,13 @@ impl Continuity {
         let key = cold_key(&sha256);
         // The bytes are durable before any row names them.
         if self.objects.head(&key).await?.is_none() {
-            self.objects
-                .put(&key, Bytes::from(payload), "application/gzip")
+            WriteRetry::STANDARD
+                .put(
+                    self.objects.as_ref(),
+                    &key,
+                    Bytes::from(payload),
+                    "application/gzip",
+                )
                 .await?;
         }
         let write = Write::ColdStore(Box::new(ColdStoreWrite {

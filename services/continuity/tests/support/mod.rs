@@ -10,6 +10,7 @@ use noema_continuity::domain::access::Caller;
 use noema_continuity::ops::{Continuity, Options};
 use noema_continuity::{ContinuityStore, MIGRATIONS};
 use noema_core::scopes::Principal;
+use noema_store::object::FaultyObjectStore;
 use noema_store::{Database, DbOptions, ObjectStore};
 use serde_json::{Value, json};
 
@@ -47,6 +48,8 @@ pub struct Harness {
     pub continuity: Continuity,
     pub store: ContinuityStore,
     pub objects: Arc<dyn ObjectStore>,
+    /// The service's view of `objects`: faults armed here reach the service's writes only.
+    pub faults: Arc<FaultyObjectStore>,
     pub db: Database,
     _dir: tempfile::TempDir,
 }
@@ -118,11 +121,13 @@ pub async fn harness_with(backend: Backend, options: Options) -> Harness {
     db.migrate(&MIGRATIONS).await.unwrap();
     let store = ContinuityStore::new(db.clone());
     store.ensure_initialized().await.unwrap();
-    let continuity = Continuity::new(store.clone(), Arc::clone(&objects), options);
+    let faults = Arc::new(FaultyObjectStore::new(Arc::clone(&objects)));
+    let continuity = Continuity::new(store.clone(), faults.clone(), options);
     Harness {
         continuity,
         store,
         objects,
+        faults,
         db,
         _dir: dir,
     }
