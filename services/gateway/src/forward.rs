@@ -13,14 +13,7 @@ use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use noema_core::Failure;
-use noema_proto::continuity::v1::continuity_service_client::ContinuityServiceClient;
-use noema_proto::identity::v1::diary_service_client::DiaryServiceClient;
-use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
-use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
-use noema_proto::orchestrator::v1::orchestrator_service_client::OrchestratorServiceClient;
-use noema_proto::world::v1::world_service_client::WorldServiceClient;
 use noema_runtime::auth::{AuthError, Authenticator};
-use noema_runtime::client::TracedChannel;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
@@ -70,29 +63,15 @@ impl Caller {
             .unwrap_or_default()
             .to_owned()
     }
+}
 
-    pub fn identity(&self) -> IdentityServiceClient<TracedChannel> {
-        self.state.identity()
-    }
+/// A caller reaches the services through the state's clients (`caller.ledger()`, …), so a
+/// new service's client is written once, in `crate::clients`.
+impl std::ops::Deref for Caller {
+    type Target = GatewayState;
 
-    pub fn diary(&self) -> DiaryServiceClient<TracedChannel> {
-        self.state.diary()
-    }
-
-    pub fn ledger(&self) -> LedgerServiceClient<TracedChannel> {
-        self.state.ledger()
-    }
-
-    pub fn continuity(&self) -> ContinuityServiceClient<TracedChannel> {
-        self.state.continuity()
-    }
-
-    pub fn world(&self) -> WorldServiceClient<TracedChannel> {
-        self.state.world()
-    }
-
-    pub fn orchestrator(&self) -> OrchestratorServiceClient<TracedChannel> {
-        self.state.orchestrator()
+    fn deref(&self) -> &GatewayState {
+        &self.state
     }
 }
 
