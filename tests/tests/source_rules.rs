@@ -1,6 +1,7 @@
-//! Rules the code of `libs/` and `services/` keeps, checked on the source text: callers
+//! Rules the code of `libs/`, `services/` and `examples/` keeps, checked on the source text: callers
 //! decide on an error's reason, never on its message; services build a `tonic::Status`
-//! only through `noema_core::to_status`; `sha256:` ids are made only by `ContentId`. Each offence is named by
+//! only through `noema_core::to_status`; `sha256:` ids are made only by `ContentId`, and
+//! timestamps are formatted only by `noema_core::time`. Each offence is named by
 //! file:line. Tests are exempt: `tests/` directories, `#[cfg(test)]` items and the test
 //! harnesses listed in [`TEST_CODE`].
 
@@ -33,16 +34,47 @@ const RULES: &[Rule] = &[
     },
     Rule {
         name: "builds a tonic::Status by hand (return the service's error; to_status converts it)",
-        applies_to: |path| path.starts_with("services/"),
+        applies_to: |path| path.starts_with("services/") || path.starts_with("examples/service/"),
         offends: builds_a_status,
     },
-    // Primitives (issue 14, item 6): ContentId is the only way to make a `sha256:` id.
+    // Primitives (issue 14, item 6): ContentId is the only way to make or read a `sha256:` id.
     Rule {
         name: "writes a sha256: id by hand (use noema_core::content_id::ContentId)",
         applies_to: |path| path != "libs/core/src/content_id.rs",
-        offends: |line| line.contains("format!(\"sha256:"),
+        offends: handles_the_sha256_prefix,
+    },
+    // Primitives (issue 14, item 6): wire timestamps are formatted by `noema_core::time` only.
+    Rule {
+        name: "formats a timestamp by hand (use noema_core::time)",
+        applies_to: |path| {
+            (path.starts_with("libs/") || path.starts_with("services/"))
+                && !path.starts_with("libs/core/")
+        },
+        offends: formats_a_timestamp,
     },
 ];
+
+/// Whether `line` formats a `time` value with a format of its own (`.format(&Rfc3339)`,
+/// `.format(format_description!(…))`) rather than through `noema_core::time`.
+fn formats_a_timestamp(line: &str) -> bool {
+    let code: String = line.split_whitespace().collect();
+    code.match_indices(".format(").any(|(at, _)| {
+        let argument = &code[at + ".format(".len()..];
+        argument.starts_with("&Rfc3339")
+            || argument.starts_with("&Iso8601")
+            || argument.starts_with("&time::format_description")
+            || argument.starts_with("&well_known::")
+            || argument.starts_with("format_description!")
+            || argument.starts_with("time::macros::format_description!")
+    })
+}
+
+/// Whether `line` writes a `sha256:` id from a format string (`format!("sha256:{hex}")`,
+/// also when rustfmt puts the string on the line after `format!(`) or handles the bare
+/// prefix (`strip_prefix("sha256:")`, `["sha256:", hex].concat()`).
+fn handles_the_sha256_prefix(line: &str) -> bool {
+    line.contains("\"sha256:{") || line.contains("\"sha256:\"")
+}
 
 /// Operations that inspect a text's content.
 const INSPECTIONS: &[&str] = &[
@@ -405,7 +437,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn libs_and_services_keep_the_rules() {
     let root = workspace_root();
     let mut files = Vec::new();
-    for top in ["libs", "services"] {
+    for top in ["libs", "services", "examples"] {
         rust_files(&root.join(top), &mut files);
     }
     assert!(files.len() > 50, "only {} files found", files.len());
@@ -491,6 +523,61 @@ fn planted_sha256_ids_are_caught_outside_content_id() {
     assert_eq!(found.len(), 1, "{found:#?}");
     assert!(found[0].starts_with("services/ledger/src/ledger.rs:2: writes a sha256: id"));
     assert!(offences("libs/core/src/content_id.rs", planted).is_empty());
+    // The forms that escaped the first version of this rule: the format string on its own
+    // line (as rustfmt wraps a long call), and the bare prefix stripped or glued on.
+    let planted = "fn id(record: &[u8]) -> String {\n    format!(\n        \"sha256:{}\",\n        \
+                   sha256_hex(record)\n    )\n}\n\
+                   fn bare(value: &str) -> &str {\n    value.strip_prefix(\"sha256:\").unwrap_or(value)\n}\n\
+                   fn glued(hex: &str) -> String {\n    [\"sha256:\", hex].concat()\n}\n";
+    let found = offences("services/continuity/src/domain/memory.rs", planted);
+    let lines: Vec<&str> = found
+        .iter()
+        .map(|f| f.split(": ").next().unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "services/continuity/src/domain/memory.rs:3",
+            "services/continuity/src/domain/memory.rs:8",
+            "services/continuity/src/domain/memory.rs:11"
+        ],
+        "{found:#?}"
+    );
+    // Prose that names the form in a message is not an id.
+    let prose = "const HINT: &str = \"expected \\\"sha256:\\\" and 64 hex digits\";\n";
+    assert!(offences("services/world/src/domain/hash.rs", prose).is_empty());
+}
+
+#[test]
+fn planted_timestamp_formats_are_caught_outside_noema_core() {
+    let planted = "fn stamp(at: OffsetDateTime) -> String {\n    \
+                   at.format(&Rfc3339).unwrap_or_default()\n}\n\
+                   fn day(at: OffsetDateTime) -> String {\n    at\n        \
+                   .format(format_description!(\"[year]/[month]/[day]\"))\n        \
+                   .unwrap_or_default()\n}\n\
+                   fn now() -> String {\n    OffsetDateTime::now_utc()\n        \
+                   .format(&time::format_description::well_known::Rfc3339)\n        \
+                   .unwrap_or_default()\n}\n";
+    let found = offences("services/world/src/ops/anchor.rs", planted);
+    let lines: Vec<&str> = found
+        .iter()
+        .map(|f| f.split(": ").next().unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "services/world/src/ops/anchor.rs:2",
+            "services/world/src/ops/anchor.rs:5",
+            "services/world/src/ops/anchor.rs:10"
+        ],
+        "{found:#?}"
+    );
+    assert!(offences("libs/core/src/time.rs", planted).is_empty());
+    // Parsing, and formatting through noema_core::time, are not offences.
+    let lawful = "fn read(text: &str) -> Option<OffsetDateTime> {\n    \
+                  OffsetDateTime::parse(text, &Rfc3339).ok()\n}\n\
+                  fn stamp(at: OffsetDateTime) -> String {\n    noema_core::time::rfc3339(at)\n}\n";
+    assert!(offences("services/world/src/api.rs", lawful).is_empty());
 }
 
 #[test]
