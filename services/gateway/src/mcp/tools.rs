@@ -165,7 +165,7 @@ fn tool_spec(
     if !defs.is_empty() {
         schema.insert("$defs".into(), Value::Object(defs));
     }
-    let schema = match compact(Value::Object(schema)) {
+    let schema = match without_grammar(compact(Value::Object(schema))) {
         Value::Object(schema) => schema,
         _ => JsonObject::new(),
     };
@@ -242,6 +242,49 @@ fn compact(schema: Value) -> Value {
         }
         Value::Array(items) => Value::Array(items.into_iter().map(compact).collect()),
         other => other,
+    }
+}
+
+/// `schema` without the grammar of its strings and arrays (patterns, lengths, item counts,
+/// uniqueness, the allowed texts of a string, which the descriptions name): like the routes'
+/// path and query grammars, it is for the OpenAPI document only, since every token's
+/// `tools/list` carries the tool schemas (the 48 KB budget); the services refuse what it
+/// describes as they always do. A keyword is recognised by its value's type, so a property
+/// that happens to be named `pattern` stays; an `anyOf` left with an arm that allows
+/// anything allows anything, and goes too.
+fn without_grammar(schema: Value) -> Value {
+    match schema {
+        Value::Object(map) => {
+            let map: Map<String, Value> = map
+                .into_iter()
+                .filter(|(key, value)| !is_grammar(key, value))
+                .map(|(key, value)| (key, without_grammar(value)))
+                .collect();
+            let allows_anything = |arms: &Value| {
+                arms.as_array()
+                    .is_some_and(|arms| arms.iter().any(|arm| arm == &json!({})))
+            };
+            Value::Object(
+                map.into_iter()
+                    .filter(|(key, value)| !(key == "anyOf" && allows_anything(value)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(without_grammar).collect()),
+        other => other,
+    }
+}
+
+/// Whether `key: value` in a schema is a grammar keyword [`without_grammar`] leaves out.
+fn is_grammar(key: &str, value: &Value) -> bool {
+    match key {
+        "pattern" => value.is_string(),
+        "minLength" | "maxLength" | "minItems" | "maxItems" => value.is_number(),
+        "uniqueItems" => value.is_boolean(),
+        "enum" => value
+            .as_array()
+            .is_some_and(|texts| texts.iter().all(|t| t.is_string() || t.is_null())),
+        _ => false,
     }
 }
 
@@ -351,6 +394,38 @@ mod tests {
                     "must": {"type": ["string", "null"]}
                 },
                 "required": ["must"]
+            })
+        );
+    }
+
+    #[test]
+    fn tool_schemas_leave_string_and_array_grammars_to_the_document() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "\\S"},
+                "ids": {"type": "array", "minItems": 1, "maxItems": 100, "uniqueItems": true,
+                        "items": {"type": "string", "pattern": "^[0-9a-f]+$"}},
+                "pattern": {"type": "string", "enum": ["a", "b"]},
+                "importance": {"type": "integer", "minimum": 0, "maximum": 10, "enum": [1, 2]},
+                "after": {"type": "string", "anyOf": [{"format": "date-time"}, {"maxLength": 0}]},
+                "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+            },
+            "required": ["name", "pattern"]
+        });
+        assert_eq!(
+            without_grammar(schema),
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "ids": {"type": "array", "items": {"type": "string"}},
+                    "pattern": {"type": "string"},
+                    "importance": {"type": "integer", "minimum": 0, "maximum": 10, "enum": [1, 2]},
+                    "after": {"type": "string"},
+                    "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+                },
+                "required": ["name", "pattern"]
             })
         );
     }

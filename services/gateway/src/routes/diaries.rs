@@ -78,18 +78,42 @@ impl From<pb::DiaryShare> for ShareBody {
     }
 }
 
-/// Creates or changes a diary.
+/// Changes a diary: its name, its visibility or both.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("anyOf" = [
+    {"required": ["name"], "properties": {"name": {"type": "string"}}},
+    {"required": ["visibility"], "properties": {"visibility": {"type": "string"}}},
+]))]
 pub struct DiaryInput {
     #[serde(default)]
+    #[schemars(length(min = 1, max = 255), regex(pattern = r"\S"))]
     pub name: Option<String>,
     /// `private`, `moltnet` or `public`.
     #[serde(default)]
+    #[schemars(extend("enum" = ["", "private", "moltnet", "public"]))]
     pub visibility: Option<String>,
 }
 
-async fn create_diary(caller: Caller, JsonBody(body): JsonBody<DiaryInput>) -> Creates<DiaryBody> {
+/// Creates a diary: a [`DiaryInput`] whose name is required (a missing one is refused as
+/// empty, after authentication).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["name"]))]
+pub struct NewDiaryInput {
+    #[serde(default)]
+    #[schemars(with = "String", length(min = 1, max = 255), regex(pattern = r"\S"))]
+    pub name: Option<String>,
+    /// `private`, `moltnet` or `public`.
+    #[serde(default)]
+    #[schemars(extend("enum" = ["", "private", "moltnet", "public"]))]
+    pub visibility: Option<String>,
+}
+
+async fn create_diary(
+    caller: Caller,
+    JsonBody(body): JsonBody<NewDiaryInput>,
+) -> Creates<DiaryBody> {
     let request = pb::CreateDiaryRequest {
         name: body.name.unwrap_or_default(),
         visibility: body.visibility.unwrap_or_default(),
@@ -149,11 +173,17 @@ async fn delete_diary(caller: Caller, Path(id): Path<String>) -> Answer<Success>
 /// Invites an agent to a diary.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["agentId", "role"]))]
 pub struct ShareInput {
     #[serde(default)]
+    #[schemars(
+        length(min = 1, max = 256),
+        regex(pattern = r"^[^\x00]*[^\s\x00][^\x00]*$")
+    )]
     pub agent_id: String,
-    /// `reader` or `writer`.
+    /// `reader`, `writer` or `manager`.
     #[serde(default)]
+    #[schemars(extend("enum" = ["reader", "writer", "manager"]))]
     pub role: String,
 }
 
@@ -226,6 +256,9 @@ pub struct TagsQuery {
     pub min_count: Option<String>,
     /// Count only entries of these types (repeatable or comma-separated)
     #[serde(default)]
+    #[schemars(inner(regex(
+        pattern = r"^(episodic|semantic|procedural|reflection|identity|soul)(,(episodic|semantic|procedural|reflection|identity|soul))*$"
+    )))]
     pub entry_types: Vec<String>,
 }
 
@@ -305,17 +338,28 @@ pub struct SearchInput {
     #[serde(default)]
     pub query: Option<String>,
     #[serde(default)]
+    #[schemars(
+        length(max = 20),
+        inner(length(min = 1, max = 128), regex(pattern = "^[^,]*$"))
+    )]
     pub tags: Vec<String>,
     #[serde(default)]
+    #[schemars(
+        length(max = 20),
+        inner(length(min = 1, max = 128), regex(pattern = "^[^,]*$"))
+    )]
     pub exclude_tags: Vec<String>,
     #[serde(default)]
+    #[schemars(extend("items" = {"type": "string", "enum": ["episodic", "semantic", "procedural", "reflection", "identity", "soul"]}))]
     pub entry_types: Vec<String>,
     /// Hide targets of accepted `supersedes` relations.
     #[serde(default)]
     pub exclude_superseded: bool,
     #[serde(default)]
+    #[schemars(range(max = 100))]
     pub limit: Option<u32>,
     #[serde(default)]
+    #[schemars(range(max = u32::MAX))]
     pub offset: Option<u32>,
 }
 

@@ -92,18 +92,24 @@ pub struct Relations {
 /// A new entry.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["content"]))]
 pub struct EntryInput {
     #[serde(default)]
+    #[schemars(length(min = 1, max = 100000))]
     pub content: String,
     #[serde(default)]
+    #[schemars(length(max = 255))]
     pub title: Option<String>,
     #[serde(default)]
+    #[schemars(length(max = 20), inner(length(min = 1, max = 128)))]
     pub tags: Option<Vec<String>>,
     /// 1-10, default 5.
     #[serde(default)]
+    #[schemars(range(max = 10))]
     pub importance: Option<u32>,
     /// episodic, semantic (default), procedural, reflection, identity or soul.
     #[serde(default)]
+    #[schemars(extend("enum" = ["", "episodic", "semantic", "procedural", "reflection", "identity", "soul", null]))]
     pub entry_type: Option<String>,
     /// The client's CID of the entry; must equal the server's.
     #[serde(default)]
@@ -147,12 +153,21 @@ pub struct EntriesQuery {
     pub ids: Vec<String>,
     /// Entries with all these tags (repeatable)
     #[serde(default)]
+    #[schemars(
+        length(max = 20),
+        inner(length(min = 1, max = 128), regex(pattern = "^[^,]*$"))
+    )]
     pub tags: Vec<String>,
     /// Entries with none of these tags (repeatable)
     #[serde(default)]
+    #[schemars(
+        length(max = 20),
+        inner(length(min = 1, max = 128), regex(pattern = "^[^,]*$"))
+    )]
     pub exclude_tags: Vec<String>,
     /// Only these types (repeatable)
     #[serde(default)]
+    #[schemars(extend("items" = {"type": "string", "enum": ["episodic", "semantic", "procedural", "reflection", "identity", "soul"]}))]
     pub entry_type: Vec<String>,
     /// true hides targets of accepted supersedes relations
     #[serde(default, deserialize_with = "first")]
@@ -193,6 +208,7 @@ pub struct EntryQuery {
     /// relations: add relations {requestedDepth, maxDepth, items} (each relation with
     /// depth and parentRelationId)
     #[serde(default, deserialize_with = "first")]
+    #[schemars(extend("enum" = ["", "relations"]))]
     pub expand: Option<String>,
     /// 1-3, default 1: how far the relation walk goes
     #[serde(default, deserialize_with = "first")]
@@ -243,16 +259,30 @@ async fn get_entry(
 /// Changes to an entry (content fields only while it is unsigned).
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("anyOf" = [
+    {"required": ["title"], "properties": {"title": {"type": "string"}}},
+    {"required": ["content"], "properties": {"content": {"type": "string"}}},
+    {"required": ["tags"], "properties": {"tags": {"type": "array"}}},
+    {"required": ["importance"], "properties": {"importance": {"type": "integer"}}},
+    {"required": ["entryType"], "properties": {"entryType": {"type": "string"}}},
+    {"required": ["injectionRisk"], "properties": {"injectionRisk": {"type": "boolean"}}},
+    {"required": ["recordAccess"], "properties": {"recordAccess": {"const": true}}},
+]))]
 pub struct EntryChanges {
     #[serde(default)]
+    #[schemars(length(max = 255))]
     pub title: Option<String>,
     #[serde(default)]
+    #[schemars(length(min = 1, max = 100000))]
     pub content: Option<String>,
     #[serde(default)]
+    #[schemars(length(max = 20), inner(length(min = 1, max = 128)))]
     pub tags: Option<Vec<String>>,
     #[serde(default)]
+    #[schemars(range(min = 1, max = 10))]
     pub importance: Option<u32>,
     #[serde(default)]
+    #[schemars(extend("enum" = ["", "episodic", "semantic", "procedural", "reflection", "identity", "soul", null]))]
     pub entry_type: Option<String>,
     #[serde(default)]
     pub injection_risk: Option<bool>,
@@ -299,6 +329,7 @@ pub struct DeleteEntriesInput(#[schemars(with = "DeleteEntriesShape")] pub Value
 #[derive(Debug, JsonSchema)]
 pub struct DeleteEntriesShape {
     /// 1-100 distinct entry UUIDs.
+    #[schemars(length(min = 1, max = 100), extend("uniqueItems" = true), inner(regex(pattern = r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$")))]
     pub ids: Vec<String>,
 }
 
@@ -411,7 +442,8 @@ pub fn routes() -> Vec<Route> {
         .tool("entries_list", "Entries of diary `id`, newest first")
         .param(
             "limit",
-            serde_json::json!({"type": "string", "pattern": "^(100|[1-9][0-9]?)$"}),
+            // 1-100; 0 is the default, 20.
+            serde_json::json!({"type": "string", "pattern": "^\\+?(0+|0*(100|[1-9][0-9]?))$"}),
         ),
         r.route(
             Verb::Get,

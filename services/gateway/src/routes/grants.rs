@@ -25,18 +25,26 @@ pub struct GrantBody {
     pub subject_ns: String,
 }
 
-/// The grant to give or revoke.
+/// The grant to give or revoke. Every field is required (a missing one is refused as
+/// empty, after authentication).
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["role", "subjectId", "subjectNs"]))]
 pub struct GrantInput {
     /// `writer` or `manager`.
     #[serde(default)]
+    #[schemars(extend("enum" = ["writer", "manager"]))]
     pub role: String,
     /// The agent id.
     #[serde(default)]
+    #[schemars(
+        length(min = 1, max = 256),
+        regex(pattern = r"^[^\x00]*[^\s\x00][^\x00]*$")
+    )]
     pub subject_id: String,
     /// `Agent` (MoltNet's `Human` and `Group` are refused: Noema's principals are agents).
     #[serde(default)]
+    #[schemars(extend("enum" = ["Agent"]))]
     pub subject_ns: String,
 }
 

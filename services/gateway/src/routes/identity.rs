@@ -48,11 +48,17 @@ impl From<pb::Agent> for AgentBody {
 
 /// An agent to register.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("required" = ["agent_id", "public_key"]))]
 pub struct AgentInput {
     #[serde(default)]
+    #[schemars(
+        length(min = 1, max = 256),
+        regex(pattern = r"^[^\x00]*[^\s\x00][^\x00]*$")
+    )]
     pub agent_id: String,
     /// `ed25519:<base64>` of the 32-byte key.
     #[serde(default)]
+    #[schemars(regex(pattern = r"^(ed25519:)?[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$"))]
     pub public_key: String,
 }
 
@@ -88,8 +94,10 @@ async fn get_agent(caller: Caller, Path(agent_id): Path<String>) -> Answer<Agent
 
 /// A new key, signed by the current one.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("required" = ["new_public_key", "proof_signature"]))]
 pub struct KeyRotationInput {
     #[serde(default)]
+    #[schemars(regex(pattern = r"^(ed25519:)?[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$"))]
     pub new_public_key: String,
     /// The current key's signature over the rotation message.
     #[serde(default)]

@@ -344,8 +344,10 @@ pub struct CanonicalsQuery {
     /// Only objects by this creator
     created_by: Option<String>,
     /// RFC 3339: only objects created at or after this time
+    #[schemars(extend("anyOf" = [{"format": "date-time"}, {"maxLength": 0}]))]
     created_after: Option<String>,
     /// RFC 3339: only objects created before this time
+    #[schemars(extend("anyOf" = [{"format": "date-time"}, {"maxLength": 0}]))]
     created_before: Option<String>,
 }
 
@@ -361,8 +363,10 @@ pub struct ReferencesQuery {
     /// Only references to this object
     canonical_object_id: Option<String>,
     /// RFC 3339: only references created at or after this time
+    #[schemars(extend("anyOf" = [{"format": "date-time"}, {"maxLength": 0}]))]
     created_after: Option<String>,
     /// RFC 3339: only references created before this time
+    #[schemars(extend("anyOf" = [{"format": "date-time"}, {"maxLength": 0}]))]
     created_before: Option<String>,
 }
 

@@ -73,13 +73,16 @@ pub fn walked(w: pb::WalkedRelation) -> RelationBody {
 /// A new relation from this entry (the source).
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["targetId", "relation"]))]
 pub struct RelationInput {
     #[serde(default)]
     pub target_id: String,
     #[serde(default)]
+    #[schemars(extend("enum" = ["supersedes", "elaborates", "contradicts", "supports", "caused_by", "references"]))]
     pub relation: String,
     /// `proposed` (default) or `accepted`.
     #[serde(default)]
+    #[schemars(extend("enum" = ["", "proposed", "accepted", null]))]
     pub status: Option<String>,
 }
 
@@ -110,15 +113,19 @@ async fn create_relation(
 pub struct RelationsQuery {
     /// Only this type
     #[serde(default, deserialize_with = "first")]
+    #[schemars(extend("enum" = ["", "supersedes", "elaborates", "contradicts", "supports", "caused_by", "references"]))]
     pub relation: Option<String>,
     /// proposed, accepted or rejected
     #[serde(default, deserialize_with = "first")]
+    #[schemars(extend("enum" = ["", "proposed", "accepted", "rejected"]))]
     pub status: Option<String>,
     /// as_source, as_target or both
     #[serde(default, deserialize_with = "first")]
+    #[schemars(extend("enum" = ["", "as_source", "as_target", "both"]))]
     pub direction: Option<String>,
     /// 1-100, default 50
     #[serde(default, deserialize_with = "first")]
+    #[schemars(regex(pattern = r"^\+?(0+|0*(100|[1-9][0-9]?))$"))]
     pub limit: Option<String>,
     /// Skip this many
     #[serde(default, deserialize_with = "first")]

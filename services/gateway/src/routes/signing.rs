@@ -96,6 +96,10 @@ impl From<pb::SigningRequest> for SigningRequestBody {
 /// A signing request to prepare: exactly one of `message` and `entryId`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("oneOf" = [
+    {"required": ["message"], "properties": {"message": {"type": "string", "minLength": 1}}},
+    {"required": ["entryId"], "properties": {"entryId": {"type": "string", "minLength": 1}}},
+]))]
 pub struct SigningRequestInput {
     #[serde(default)]
     pub message: Option<String>,
@@ -134,10 +138,11 @@ async fn create_signing_request(
 pub struct SigningRequestsQuery {
     /// pending, completed or expired (repeatable)
     #[serde(default)]
+    #[schemars(extend("items" = {"type": "string", "enum": ["pending", "completed", "expired"]}))]
     pub status: Vec<String>,
     /// 1-100, default 20
     #[serde(default, deserialize_with = "first")]
-    #[schemars(regex(pattern = r"^(100|[1-9][0-9]?)$"))]
+    #[schemars(regex(pattern = r"^\+?(0+|0*(100|[1-9][0-9]?))$"))]
     pub limit: Option<String>,
     /// Skip this many
     #[serde(default, deserialize_with = "first")]
@@ -188,8 +193,10 @@ async fn get_signing_request(caller: Caller, Path(id): Path<String>) -> Answer<S
 
 /// A signature in standard base64 (88 characters).
 #[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(extend("required" = ["signature"]))]
 pub struct SignatureInput {
     #[serde(default)]
+    #[schemars(length(min = 1, max = 88))]
     pub signature: String,
 }
 
@@ -316,6 +323,7 @@ pub fn routes() -> Vec<Route> {
             create_signing_request,
         )
         .calls("CreateSigningRequest")
+        .status(404, "No draft entry by that entryId")
         .status(429, "The agent holds as many pending requests as allowed")
         .tool(
             "crypto_prepare_signature",
@@ -371,14 +379,10 @@ pub fn routes() -> Vec<Route> {
             Verb::Post,
             "/agents/{fingerprint}/verify",
             "verifyAgentSignature",
-            "MoltNet: whether a signature is this agent's (public)",
+            "MoltNet: whether a signature is this agent's (public; any other fingerprint is not valid)",
             verify_agent_signature,
         )
-        .public()
-        .param(
-            "fingerprint",
-            serde_json::json!({"type": "string", "pattern": "^[0-9A-Fa-f]{4}(-[0-9A-Fa-f]{4}){3}$"}),
-        ),
+        .public(),
     ]
 }
 

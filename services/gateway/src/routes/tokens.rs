@@ -121,9 +121,11 @@ async fn list_tokens(caller: Caller, Query(query): Query<TokensQuery>) -> Answer
 
 /// A token to issue.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(extend("required" = ["peer_id"]))]
 pub struct IssueInput {
     /// Who the token acts as; a registered agent id makes it act as that agent.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub peer_id: String,
     /// Default: every scope but `admin:peers`.
     #[serde(default)]
