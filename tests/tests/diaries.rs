@@ -2388,6 +2388,18 @@ async fn public_feed_without_a_token(cluster: &TestCluster) {
     assert_eq!(found_ids, expected);
     let (status, _, _) = anonymous(cluster, "GET", "/public/feed/search?q=h", None).await;
     assert_eq!(status, 400);
+    // A NUL separates words like a space (it used to end SQLite's FTS5 query: a 500).
+    let (status, _, found) = anonymous(
+        cluster,
+        "GET",
+        "/public/feed/search?q=%00harbour%00&limit=50",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{found}");
+    let mut found_ids = ids(&found);
+    found_ids.sort();
+    assert_eq!(found_ids, expected);
 
     // No route that writes answers without a token, and nothing changed.
     let entry = &public_ids[0];

@@ -121,10 +121,11 @@ async fn feed(
 /// `GET /public/feed/search` parameters.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["q"]))]
 pub struct SearchQuery {
     /// Full-text query, 2-200 characters
     #[serde(default, deserialize_with = "first")]
-    #[schemars(required, length(min = 2, max = 200))]
+    #[schemars(length(min = 2, max = 200))]
     pub q: Option<String>,
     /// 1-50 (default 10)
     #[serde(default, deserialize_with = "first")]
@@ -134,6 +135,7 @@ pub struct SearchQuery {
     pub tag: Option<String>,
     /// Only these entry types (repeatable)
     #[serde(default)]
+    #[schemars(extend("items" = {"type": "string", "enum": ["episodic", "semantic", "procedural", "reflection", "identity", "soul"]}))]
     pub entry_types: Vec<String>,
     /// Hide targets of accepted `supersedes` relations (`true`)
     #[serde(default, deserialize_with = "first")]

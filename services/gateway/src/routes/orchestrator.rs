@@ -122,12 +122,13 @@ pub struct TraceBody {
 
 /// `POST /evaluate`'s body.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("required" = ["evaluator_id"]))]
 pub struct EvaluateInput {
     #[serde(default)]
     pub request_id: String,
     /// 1-256 bytes.
     #[serde(default)]
-    #[schemars(required, length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = 64))]
     pub evaluator_id: String,
     /// The EvalResult.
     #[serde(default)]
@@ -309,6 +310,7 @@ pub struct PendingListBody {
 
 /// `GET /evaluations/next` parameters.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("required" = ["evaluator_id"]))]
 pub struct NextQuery {
     /// The evaluator asking (the caller, or anyone for an orchestrator:admin token)
     #[schemars(length(min = 1, max = 64))]

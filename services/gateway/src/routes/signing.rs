@@ -108,6 +108,7 @@ pub struct SigningRequestInput {
     pub entry_id: Option<String>,
     /// `agent-ed25519` (default).
     #[serde(default)]
+    #[schemars(extend("enum" = ["", "agent-ed25519", null]))]
     pub verification_method: Option<String>,
     #[serde(default)]
     pub team_id: Option<String>,
@@ -324,6 +325,7 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("CreateSigningRequest")
         .status(404, "No draft entry by that entryId")
+        .status(409, "The token's principal has no registered key")
         .status(429, "The agent holds as many pending requests as allowed")
         .tool(
             "crypto_prepare_signature",

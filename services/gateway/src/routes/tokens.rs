@@ -206,10 +206,16 @@ async fn issue_token(caller: Caller, JsonBody(body): JsonBody<IssueInput>) -> An
 
 /// Tokens to revoke: by id, by hash, or every token of a peer.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(extend("anyOf" = [
+    {"required": ["token_id"], "properties": {"token_id": {"type": "string", "minLength": 1}}},
+    {"required": ["token_sha256"], "properties": {"token_sha256": {"type": "string"}}},
+    {"required": ["peer_id"], "properties": {"peer_id": {"type": "string", "minLength": 1}}},
+]))]
 pub struct RevokeInput {
     #[serde(default)]
     pub token_id: Option<String>,
     #[serde(default)]
+    #[schemars(regex(pattern = "^(sha256:)?[0-9a-fA-F]{64}$"))]
     pub token_sha256: Option<String>,
     #[serde(default)]
     pub peer_id: Option<String>,
@@ -254,10 +260,15 @@ async fn revoke_token(caller: Caller, JsonBody(body): JsonBody<RevokeInput>) -> 
 /// struct shared with [`IssueInput`]: serde's flatten would drop the line and column
 /// from decode errors.)
 #[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(extend("anyOf" = [
+    {"required": ["token_id"], "properties": {"token_id": {"type": "string", "minLength": 1}}},
+    {"required": ["token_sha256"], "properties": {"token_sha256": {"type": "string"}}},
+]))]
 pub struct RotateInput {
     #[serde(default)]
     pub token_id: Option<String>,
     #[serde(default)]
+    #[schemars(regex(pattern = "^(sha256:)?[0-9a-fA-F]{64}$"))]
     pub token_sha256: Option<String>,
     /// Default: every scope but `admin:peers`.
     #[serde(default)]
@@ -355,6 +366,7 @@ pub fn routes() -> Vec<Route> {
             revoke_token,
         )
         .calls("RevokeToken")
+        .status(404, "No token matched")
         .tool(
             "security.tokens_revoke",
             "Revoke tokens by token_id, token_sha256 or peer_id",

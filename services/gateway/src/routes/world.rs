@@ -42,9 +42,11 @@ pub struct RecordList {
 /// `{"slug", "scenario_ref": {"hash"}}`. Both are required; the service checks them
 /// (after the caller's token), so a request without a token is a 401 whatever its body.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("required" = ["slug", "scenario_ref"]))]
 pub struct CreateWorldInput {
     /// `[a-z0-9][a-z0-9_-]{0,63}`.
     #[serde(default)]
+    #[schemars(regex(pattern = "^[a-z0-9][a-z0-9_-]{0,63}$"))]
     pub slug: String,
     #[serde(default)]
     pub scenario_ref: HashRefInput,
@@ -52,6 +54,7 @@ pub struct CreateWorldInput {
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct HashRefInput {
+    #[schemars(regex(pattern = "^(sha256:)?[0-9a-f]{64}$"))]
     pub hash: String,
 }
 

@@ -178,9 +178,11 @@ pub struct ForkBody {
 
 /// What to fork from.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(extend("required" = ["label"]))]
 pub struct ForkInput {
     /// The new scenario's label.
     #[serde(default)]
+    #[schemars(regex(pattern = "^[a-z0-9][a-z0-9_-]{0,63}$"))]
     pub label: String,
     /// Start from this world's state (the world must come from the forked scenario).
     #[serde(default)]

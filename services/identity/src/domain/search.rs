@@ -21,8 +21,11 @@ pub fn fts5_query(query: &str) -> Option<String> {
 }
 
 /// The query to search for, trimmed; `None` for an empty one (list instead of search).
+/// A NUL separates words like a space: it would end the query early for SQLite's FTS5
+/// parser (an unterminated string, a 500) and is not text to PostgreSQL.
 pub fn validate_query(query: &str) -> Result<Option<String>, IdentityError> {
-    let query = query.trim();
+    let spaced = query.replace('\0', " ");
+    let query = spaced.trim();
     if query.chars().count() > MAX_QUERY_CHARS {
         return Err(IdentityError::InvalidArgument(format!(
             "query must be at most {MAX_QUERY_CHARS} characters"
@@ -56,5 +59,14 @@ mod tests {
         assert_eq!(validate_query(" cats ").unwrap().as_deref(), Some("cats"));
         assert!(validate_query("?!").is_err());
         assert!(validate_query(&"x".repeat(MAX_QUERY_CHARS + 1)).is_err());
+    }
+
+    #[test]
+    fn a_nul_separates_words() {
+        assert_eq!(
+            validate_query("\0cats\0dogs\0").unwrap().as_deref(),
+            Some("cats dogs")
+        );
+        assert_eq!(validate_query("\0").unwrap(), None);
     }
 }
