@@ -145,8 +145,18 @@ fn operation(route: &Route, schemas: &mut Schemas) -> Value {
     op
 }
 
-/// The grammar the route declares for its parameter `name`, if any.
+/// The grammar the route declares for its parameter `name`, if any. The help route's tool
+/// `name` is one of the MCP tools, whose table is built from the routes (so the route
+/// cannot declare it itself).
 fn grammar(route: &Route, name: &str) -> Option<Value> {
+    if route.path == crate::routes::help::TOOL_PATH && name == "name" {
+        let tools: Vec<&str> = crate::mcp::tools::table()
+            .tools
+            .iter()
+            .map(|t| t.name())
+            .collect();
+        return Some(json!({"type": "string", "enum": tools}));
+    }
     route
         .param_schemas
         .iter()

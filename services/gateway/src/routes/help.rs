@@ -145,6 +145,9 @@ fn unknown(what: &str, value: &str, known: &[&str]) -> ApiError {
 }
 
 /// How to use one tool.
+/// The route that describes one MCP tool by name.
+pub const TOOL_PATH: &str = "/v1/help/tools/{name}";
+
 pub fn tool(name: &str) -> Result<Value, ApiError> {
     let table = mcp::tools::table();
     let spec = table.get(name).ok_or_else(|| {
@@ -247,7 +250,7 @@ pub fn routes() -> Vec<Route> {
         ),
         r.route(
             Verb::Get,
-            "/v1/help/tools/{name}",
+            TOOL_PATH,
             "helpTool",
             "CogniRelay: how to use one tool",
             get_tool,

@@ -379,6 +379,7 @@ pub fn routes() -> Vec<Route> {
             rotate_token,
         )
         .calls("RotateToken")
+        .status(404, "No token matched")
         .tool(
             "security.tokens_rotate",
             "Replace a token; the old one is revoked",
