@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::GatewayState;
 use crate::error::{ApiError, ErrorStyle};
+use crate::object_body::ObjectBody;
 use crate::route::{Input, OperationDoc, Schemas};
 
 /// A gRPC request carrying the REST caller's `Authorization` header.
@@ -218,11 +219,12 @@ pub async fn require_token(
 }
 
 /// Parses a JSON body. Only the first JSON value counts and unknown fields are ignored,
-/// as the seed systems do; a decode failure is `invalid JSON: …` (`MALFORMED_BODY`).
+/// as the seed systems do; a decode failure is `invalid JSON: …` (`MALFORMED_BODY`). A
+/// struct is read from a JSON object only, never from an array ([`ObjectBody`]).
 pub fn json_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let mut stream = serde_json::Deserializer::from_slice(bytes).into_iter::<T>();
+    let mut stream = serde_json::Deserializer::from_slice(bytes).into_iter::<ObjectBody<T>>();
     match stream.next() {
-        Some(Ok(value)) => Ok(value),
+        Some(Ok(ObjectBody(value))) => Ok(value),
         Some(Err(err)) => Err(ApiError::malformed_body(format!("invalid JSON: {err}"))),
         None => Err(ApiError::malformed_body("invalid JSON: EOF")),
     }
@@ -590,6 +592,40 @@ mod tests {
         assert_eq!(err.0.reason, noema_core::Reason::MalformedBody);
         let err = json_body::<Value>(b"{not json").unwrap_err();
         assert!(err.0.message.starts_with("invalid JSON: "));
+    }
+
+    #[test]
+    fn a_struct_is_read_from_an_object_only() {
+        #[derive(Debug, Deserialize)]
+        struct Pair {
+            #[allow(dead_code)]
+            a: Option<String>,
+            #[allow(dead_code)]
+            b: Option<String>,
+        }
+        assert!(json_body::<Pair>(b"{\"a\":\"x\"}").is_ok());
+        for body in ["[null,null]", "[]", "\"text\"", "7", "null"] {
+            let err = json_body::<Pair>(body.as_bytes()).unwrap_err();
+            assert_eq!(err.0.reason, noema_core::Reason::MalformedBody, "{body}");
+            assert!(
+                err.0.message.starts_with("invalid JSON: invalid type: "),
+                "{body}: {}",
+                err.0.message
+            );
+        }
+        let err = json_body::<Pair>(b"[null,null]").unwrap_err();
+        assert!(
+            err.0
+                .message
+                .starts_with("invalid JSON: invalid type: sequence, expected struct Pair"),
+            "{}",
+            err.0.message
+        );
+        // A body that is a list where the route wants one still reads.
+        let list: Vec<Option<String>> = json_body(b"[null,\"x\"]").unwrap();
+        assert_eq!(list, vec![None, Some("x".to_owned())]);
+        let value: Value = json_body(b"[1]").unwrap();
+        assert_eq!(value, serde_json::json!([1]));
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod features;
 pub mod forward;
 pub mod go_json;
 pub mod mcp;
+pub mod object_body;
 pub mod openapi;
 pub mod reply;
 pub mod route;
