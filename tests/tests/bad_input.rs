@@ -1,7 +1,8 @@
 //! Input the routes must refuse, each with its seed system's own validation error. A
 //! route whose body is a JSON object refuses any other JSON value (an array, a string, a
 //! number, `null`), never a 2xx: serde would read an array into a struct field by field,
-//! and the originals validate objects.
+//! and the originals validate objects. Fields are refused item by item as the original's
+//! model types them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,6 +12,7 @@ use serde_json::Value;
 cluster_cases!(
     every_object_body_route_refuses_a_body_that_is_not_an_object,
     each_system_refuses_an_array_body_in_its_own_shape,
+    backup_prefixes_are_strings,
 );
 
 /// JSON values that are not objects, the first as schemathesis sent it.
@@ -177,6 +179,46 @@ async fn each_system_refuses_an_array_body_in_its_own_shape(cluster: &TestCluste
             .unwrap()
             .starts_with("invalid JSON: invalid type: sequence"),
         "{error}"
+    );
+}
+
+async fn backup_prefixes_are_strings(cluster: &TestCluster) {
+    // pydantic's `list[str]`: one error per item that is not a string, in order.
+    let body = r#"{"include_prefixes":["memory",7,null,{"a":1},"messages"]}"#;
+    let url = format!("{}/v1/backup/create", cluster.rest_url);
+    let response = owner(cluster)
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 422);
+    assert_eq!(
+        response.text().await.unwrap(),
+        "{\"detail\":[\
+         {\"type\":\"string_type\",\"loc\":[\"body\",\"include_prefixes\",1],\
+         \"msg\":\"Input should be a valid string\",\"input\":7},\
+         {\"type\":\"string_type\",\"loc\":[\"body\",\"include_prefixes\",2],\
+         \"msg\":\"Input should be a valid string\",\"input\":null},\
+         {\"type\":\"string_type\",\"loc\":[\"body\",\"include_prefixes\",3],\
+         \"msg\":\"Input should be a valid string\",\"input\":{\"a\":1}}]}"
+    );
+    // Strings only: the backup is made.
+    let (status, created) = send(
+        cluster,
+        "post",
+        "/v1/backup/create",
+        r#"{"include_prefixes":["memory","messages"]}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{created}");
+    assert!(
+        created["backup_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("backup_"),
+        "{created}"
     );
 }
 

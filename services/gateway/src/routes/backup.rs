@@ -204,6 +204,30 @@ fn backup_id() -> String {
     )
 }
 
+/// The items of `include_prefixes` (the original's `list[str]`), or pydantic's 422 with
+/// one `string_type` error per item that is not a string, in the list's order.
+fn string_items(items: &[Value]) -> Result<Vec<String>, ApiError> {
+    let mut prefixes = Vec::with_capacity(items.len());
+    let mut errors = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        match item {
+            Value::String(prefix) => prefixes.push(prefix.clone()),
+            other => errors.push(format!(
+                "{{\"type\":\"string_type\",\"loc\":[\"body\",\"include_prefixes\",{index}],\
+                 \"msg\":\"Input should be a valid string\",\"input\":{other}}}"
+            )),
+        }
+    }
+    if errors.is_empty() {
+        return Ok(prefixes);
+    }
+    Err(original(
+        ErrorCode::FailedPrecondition,
+        422,
+        format!("{{\"detail\":[{}]}}", errors.join(",")),
+    ))
+}
+
 /// Whether the original's backup would hold continuity's files: a prefix covering
 /// `memory/continuity` (an empty or wholly unknown list falls back to its defaults, which
 /// do).
@@ -239,10 +263,7 @@ fn covers_continuity(prefixes: &[String]) -> bool {
 fn create_input(bytes: &[u8]) -> Result<Vec<String>, ApiError> {
     match fields(bytes)?.get("include_prefixes") {
         None => Ok(Vec::new()),
-        Some(Value::Array(items)) => Ok(items
-            .iter()
-            .map(|item| item.as_str().map(str::to_owned).unwrap_or_default())
-            .collect()),
+        Some(Value::Array(items)) => string_items(items),
         Some(other) => Err(invalid_envelope(
             "list_type",
             "[\"body\",\"include_prefixes\"]",
@@ -421,6 +442,25 @@ mod tests {
         assert!(covers_continuity(&p(&["memory/continuity/archive"])));
         assert!(covers_continuity(&p(&["nowhere"])));
         assert!(!covers_continuity(&p(&["messages", "memory/core"])));
+    }
+
+    #[test]
+    fn prefixes_are_strings_or_one_error_each() {
+        assert_eq!(
+            create_input(br#"{"include_prefixes":["memory","x"]}"#).unwrap(),
+            vec!["memory".to_owned(), "x".to_owned()]
+        );
+        let ApiError(failure) = create_input(br#"{"include_prefixes":[1,"m",false]}"#).unwrap_err();
+        assert_eq!(
+            failure.metadata_value(noema_core::error::ORIGINAL_BODY_KEY),
+            Some(
+                r#"{"detail":[{"type":"string_type","loc":["body","include_prefixes",0],"msg":"Input should be a valid string","input":1},{"type":"string_type","loc":["body","include_prefixes",2],"msg":"Input should be a valid string","input":false}]}"#
+            )
+        );
+        assert_eq!(
+            failure.metadata_value(noema_core::error::ORIGINAL_STATUS_KEY),
+            Some("422")
+        );
     }
 
     #[test]
