@@ -2,7 +2,7 @@
 //! route whose body is a JSON object refuses any other JSON value (an array, a string, a
 //! number, `null`), never a 2xx: serde would read an array into a struct field by field,
 //! and the originals validate objects. Fields are refused item by item as the original's
-//! model types them.
+//! model types them, and a bad list filter is refused whatever the limit.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,6 +13,7 @@ cluster_cases!(
     every_object_body_route_refuses_a_body_that_is_not_an_object,
     each_system_refuses_an_array_body_in_its_own_shape,
     backup_prefixes_are_strings,
+    ledger_list_filters_are_checked_before_the_limit,
 );
 
 /// JSON values that are not objects, the first as schemathesis sent it.
@@ -222,3 +223,32 @@ async fn backup_prefixes_are_strings(cluster: &TestCluster) {
     );
 }
 
+async fn ledger_list_filters_are_checked_before_the_limit(cluster: &TestCluster) {
+    for list in ["/canonicals", "/references"] {
+        for filter in ["created_after", "created_before"] {
+            for limit in ["0", "5", ""] {
+                let url = format!(
+                    "{}{list}?limit={limit}&{filter}=yesterday",
+                    cluster.rest_url
+                );
+                let response = owner(cluster).get(&url).send().await.unwrap();
+                let status = response.status().as_u16();
+                let error: Value = response.json().await.unwrap();
+                assert_eq!(status, 422, "{url}: {error}");
+                assert_eq!(
+                    error["error"],
+                    format!("{filter} must be an RFC 3339 timestamp like 2026-01-31T12:00:00Z"),
+                    "{url}: {error}"
+                );
+            }
+        }
+        // A valid filter with limit=0 is still the empty page.
+        let url = format!(
+            "{}{list}?limit=0&created_after=2026-01-31T12:00:00Z",
+            cluster.rest_url
+        );
+        let response = owner(cluster).get(&url).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{url}");
+        assert_eq!(response.text().await.unwrap().trim(), "[]", "{url}");
+    }
+}

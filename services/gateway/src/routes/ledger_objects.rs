@@ -403,6 +403,10 @@ async fn list_canonicals(
     caller: Caller,
     Query(q): Query<CanonicalsQuery>,
 ) -> Answer<Vec<CanonicalBody>> {
+    // The filters are checked before `limit=0` is honoured: a bad one is refused whatever
+    // the limit (the original has no filters to check, only a lenient limit).
+    let created_after = time_filter("created_after", q.created_after.as_deref())?;
+    let created_before = time_filter("created_before", q.created_before.as_deref())?;
     let limit = list_limit(q.limit.as_deref());
     if limit == 0 {
         return Ok(GoJson(Vec::new()));
@@ -412,8 +416,8 @@ async fn list_canonicals(
         offset: offset(q.offset.as_deref()),
         object_type: q.object_type.unwrap_or_default(),
         created_by: q.created_by.unwrap_or_default(),
-        created_after: time_filter("created_after", q.created_after.as_deref())?,
-        created_before: time_filter("created_before", q.created_before.as_deref())?,
+        created_after,
+        created_before,
     };
     let objects = caller
         .ledger()
@@ -430,6 +434,9 @@ async fn list_references(
     caller: Caller,
     Query(q): Query<ReferencesQuery>,
 ) -> Answer<Vec<ReferenceBody>> {
+    // As for canonicals: the filters first, then `limit=0`.
+    let created_after = time_filter("created_after", q.created_after.as_deref())?;
+    let created_before = time_filter("created_before", q.created_before.as_deref())?;
     let limit = list_limit(q.limit.as_deref());
     if limit == 0 {
         return Ok(GoJson(Vec::new()));
@@ -439,8 +446,8 @@ async fn list_references(
         offset: offset(q.offset.as_deref()),
         agent_id: q.agent_id.unwrap_or_default(),
         canonical_object_id: q.canonical_object_id.unwrap_or_default(),
-        created_after: time_filter("created_after", q.created_after.as_deref())?,
-        created_before: time_filter("created_before", q.created_before.as_deref())?,
+        created_after,
+        created_before,
     };
     let references = caller
         .ledger()
