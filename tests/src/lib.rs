@@ -46,6 +46,21 @@ pub fn owner(cluster: &TestCluster) -> reqwest::Client {
     client_as(&cluster.owner_token)
 }
 
+/// An OpenAPI path with every parameter filled: a MoltNet fingerprint's shape for
+/// `{fingerprint}`, `probe-id` for the rest (for sweeps over the document, where what the
+/// route answers to an unknown id is beside the point).
+pub fn concrete_path(template: &str) -> String {
+    template
+        .split('/')
+        .map(|segment| match segment {
+            "{fingerprint}" => "21FE-31DF-A154-A261",
+            s if s.starts_with('{') => "probe-id",
+            s => s,
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// Expands each named case into one test per shape × backend (four in-process ones,
 /// plus `processes_postgres_s3`).
 #[macro_export]

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use noema_e2e::{TestCluster, anonymous, client_as, cluster_cases};
+use noema_e2e::{TestCluster, anonymous, client_as, cluster_cases, concrete_path};
 use prost::Message;
 use tonic::codegen::http::uri::PathAndQuery;
 
@@ -150,15 +150,7 @@ async fn every_rest_route_requires_a_token_and_its_scope(cluster: &TestCluster) 
     let mut checked = 0;
     for (path, ops) in doc["paths"].as_object().unwrap() {
         // Any value fills a path parameter: authentication happens before validation.
-        let concrete: String = path
-            .split('/')
-            .map(|segment| match segment {
-                "{fingerprint}" => "21FE-31DF-A154-A261",
-                s if s.starts_with('{') => "probe-id",
-                s => s,
-            })
-            .collect::<Vec<_>>()
-            .join("/");
+        let concrete = concrete_path(path);
         for (method, op) in ops.as_object().unwrap() {
             let url = format!("{}{concrete}", cluster.rest_url);
             let public = op["security"].as_array().is_some_and(|s| s.is_empty());

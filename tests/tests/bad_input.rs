@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use noema_e2e::{TestCluster, cluster_cases, owner};
+use noema_e2e::{TestCluster, cluster_cases, concrete_path, owner};
 use serde_json::Value;
 
 cluster_cases!(
@@ -67,15 +67,7 @@ async fn every_object_body_route_refuses_a_body_that_is_not_an_object(cluster: &
         if path == "/v1/mcp" {
             continue;
         }
-        let concrete: String = path
-            .split('/')
-            .map(|segment| match segment {
-                "{fingerprint}" => "21FE-31DF-A154-A261",
-                s if s.starts_with('{') => "probe-id",
-                s => s,
-            })
-            .collect::<Vec<_>>()
-            .join("/");
+        let concrete = concrete_path(path);
         for (method, op) in ops.as_object().unwrap() {
             let schema = &op["requestBody"]["content"]["application/json"]["schema"];
             if resolved(&doc, schema)["type"] != "object" {
