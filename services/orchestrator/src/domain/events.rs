@@ -8,8 +8,9 @@
 //! state it has reached, so a stored history that replays is one the machine allows.
 //!
 //! Events are hash-chained by the store; this module defines the bytes that are hashed
-//! ([`ChainedEvent::canonical_bytes`]): the RFC 8785 form of the event with its sequence
-//! number, time and the previous event's hash.
+//! ([`StoredEvent::canonical_bytes_into`]): the RFC 8785 form of `{entity_id, event_type,
+//! meta, next_state, prev_hash, prev_state, seq, ts}`, the event with its sequence number,
+//! time and the previous event's hash.
 
 use noema_core::content_id::ContentId;
 use noema_core::jcs::{self, JcsError};
@@ -226,63 +227,13 @@ pub mod meta {
     }
 }
 
-/// An event placed in the store's hash chain.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChainedEvent {
-    pub seq: u64,
-    /// RFC 3339, UTC.
-    pub ts: String,
-    pub event: Event,
-    pub prev_hash: String,
-    pub hash: String,
-}
-
 /// The `prev_hash` of the first event of a chain.
 pub const CHAIN_START: &str = "";
 
-impl ChainedEvent {
-    /// Places `event` after the event hashed `prev_hash`.
-    pub fn chain(
-        event: Event,
-        seq: u64,
-        ts: impl Into<String>,
-        prev_hash: impl Into<String>,
-    ) -> Result<ChainedEvent, JcsError> {
-        let mut chained = ChainedEvent {
-            seq,
-            ts: ts.into(),
-            event,
-            prev_hash: prev_hash.into(),
-            hash: String::new(),
-        };
-        chained.hash = chained.compute_hash()?;
-        Ok(chained)
-    }
-
-    /// The hashed bytes: RFC 8785 JSON of `{entity_id, event_type, meta, next_state,
-    /// prev_hash, prev_state, seq, ts}` (`prev_state` null for a creation).
-    pub fn canonical_bytes(&self) -> Result<Vec<u8>, JcsError> {
-        jcs::canonicalize(&json!({
-            "entity_id": self.event.entity_id,
-            "event_type": self.event.event_type.as_str(),
-            "meta": self.event.meta,
-            "next_state": self.event.next_state.as_str(),
-            "prev_hash": self.prev_hash,
-            "prev_state": self.event.prev_state.map(State::as_str),
-            "seq": self.seq,
-            "ts": self.ts,
-        }))
-    }
-
-    pub fn compute_hash(&self) -> Result<String, JcsError> {
-        Ok(ContentId::of_bytes(&self.canonical_bytes()?).into_string())
-    }
-}
-
 /// An event placed in the chain as the store keeps it: its meta canonicalised once, and
-/// that text both stored and hashed. The hash is [`ChainedEvent::compute_hash`]'s, made
-/// from the same bytes [`StoredEvent::canonical_bytes_into`] checks on replay, without
-/// building the event's JSON a second time.
+/// that text both stored and hashed: the hash is the SHA-256 of the bytes
+/// [`StoredEvent::canonical_bytes_into`] writes and replay checks, without building the
+/// event's JSON a second time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SealedEvent {
     pub entity_id: String,
@@ -375,9 +326,9 @@ pub struct StoredEvent<'a> {
 }
 
 impl StoredEvent<'_> {
-    /// Writes the hashed bytes into `out` (cleared first): the bytes of
-    /// [`ChainedEvent::canonical_bytes`], written straight from the stored text — the keys
-    /// in their RFC 8785 order, the meta text as stored. A meta that is not in canonical
+    /// Writes the hashed bytes into `out` (cleared first): the RFC 8785 JSON of the event,
+    /// written straight from the stored text — the keys in their RFC 8785 order, the meta
+    /// text as stored (the tests check it against the JSON built and canonicalised). A meta that is not in canonical
     /// form gives other bytes, so its event does not verify.
     pub fn canonical_bytes_into(&self, out: &mut String) {
         use std::fmt::Write as _;
@@ -404,9 +355,9 @@ impl StoredEvent<'_> {
         out.push('}');
     }
 
-    /// Checks that this event continues the chain after `(prev_seq, prev_hash)`: the check
-    /// [`verify_chain`] makes of a [`ChainedEvent`], without rebuilding one. `scratch` is
-    /// reused for the hashed bytes.
+    /// Checks that this event continues the chain after `(prev_seq, prev_hash)`: the next
+    /// sequence number, the previous hash, and its own hash over its stored text. `scratch`
+    /// is reused for the hashed bytes.
     pub fn verify_after(
         &self,
         prev_seq: u64,
@@ -428,31 +379,6 @@ impl StoredEvent<'_> {
         }
         Ok(())
     }
-}
-
-/// Checks chained events given oldest first, continuing from `(prev_seq, prev_hash)`.
-pub fn verify_chain<'a>(
-    mut prev_seq: u64,
-    mut prev_hash: String,
-    events: impl IntoIterator<Item = &'a ChainedEvent>,
-) -> Result<(u64, String), ChainBreak> {
-    for e in events {
-        if e.seq != prev_seq + 1 {
-            return Err(ChainBreak::Gap {
-                after: prev_seq,
-                next: e.seq,
-            });
-        }
-        if e.prev_hash != prev_hash {
-            return Err(ChainBreak::BrokenLink { seq: e.seq });
-        }
-        if e.compute_hash().ok().as_deref() != Some(e.hash.as_str()) {
-            return Err(ChainBreak::HashMismatch { seq: e.seq });
-        }
-        prev_seq = e.seq;
-        prev_hash = e.hash.clone();
-    }
-    Ok((prev_seq, prev_hash))
 }
 
 /// A request as its events describe it.
@@ -564,6 +490,83 @@ pub fn replay<'a>(events: impl IntoIterator<Item = &'a Event>) -> Result<Request
 #[allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 mod tests {
     use super::*;
+
+    // The chain as the seed defines it, built from typed events: the oracle the stored
+    // forms (`SealedEvent`, `StoredEvent`) are checked against.
+    /// An event placed in the store's hash chain.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct ChainedEvent {
+        pub seq: u64,
+        /// RFC 3339, UTC.
+        pub ts: String,
+        pub event: Event,
+        pub prev_hash: String,
+        pub hash: String,
+    }
+
+    impl ChainedEvent {
+        /// Places `event` after the event hashed `prev_hash`.
+        pub fn chain(
+            event: Event,
+            seq: u64,
+            ts: impl Into<String>,
+            prev_hash: impl Into<String>,
+        ) -> Result<ChainedEvent, JcsError> {
+            let mut chained = ChainedEvent {
+                seq,
+                ts: ts.into(),
+                event,
+                prev_hash: prev_hash.into(),
+                hash: String::new(),
+            };
+            chained.hash = chained.compute_hash()?;
+            Ok(chained)
+        }
+
+        /// The hashed bytes: RFC 8785 JSON of `{entity_id, event_type, meta, next_state,
+        /// prev_hash, prev_state, seq, ts}` (`prev_state` null for a creation).
+        pub fn canonical_bytes(&self) -> Result<Vec<u8>, JcsError> {
+            jcs::canonicalize(&json!({
+                "entity_id": self.event.entity_id,
+                "event_type": self.event.event_type.as_str(),
+                "meta": self.event.meta,
+                "next_state": self.event.next_state.as_str(),
+                "prev_hash": self.prev_hash,
+                "prev_state": self.event.prev_state.map(State::as_str),
+                "seq": self.seq,
+                "ts": self.ts,
+            }))
+        }
+
+        pub fn compute_hash(&self) -> Result<String, JcsError> {
+            Ok(ContentId::of_bytes(&self.canonical_bytes()?).into_string())
+        }
+    }
+
+    /// Checks chained events given oldest first, continuing from `(prev_seq, prev_hash)`.
+    pub fn verify_chain<'a>(
+        mut prev_seq: u64,
+        mut prev_hash: String,
+        events: impl IntoIterator<Item = &'a ChainedEvent>,
+    ) -> Result<(u64, String), ChainBreak> {
+        for e in events {
+            if e.seq != prev_seq + 1 {
+                return Err(ChainBreak::Gap {
+                    after: prev_seq,
+                    next: e.seq,
+                });
+            }
+            if e.prev_hash != prev_hash {
+                return Err(ChainBreak::BrokenLink { seq: e.seq });
+            }
+            if e.compute_hash().ok().as_deref() != Some(e.hash.as_str()) {
+                return Err(ChainBreak::HashMismatch { seq: e.seq });
+            }
+            prev_seq = e.seq;
+            prev_hash = e.hash.clone();
+        }
+        Ok((prev_seq, prev_hash))
+    }
 
     fn cid(n: u8) -> ContentId {
         ContentId::of_bytes(&[n])
