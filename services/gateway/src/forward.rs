@@ -629,6 +629,66 @@ mod tests {
     }
 
     #[test]
+    fn a_nested_struct_is_read_from_an_object_only() {
+        #[derive(Debug, Deserialize, PartialEq)]
+        struct Inner {
+            a: Option<String>,
+        }
+        #[derive(Debug, Deserialize, PartialEq)]
+        #[serde(rename_all = "snake_case")]
+        enum Shape {
+            Round { inner: Inner },
+            Flat(Inner),
+        }
+        #[derive(Debug, Deserialize, PartialEq)]
+        struct Outer {
+            #[serde(default)]
+            inner: Option<Inner>,
+            #[serde(default)]
+            list: Vec<Inner>,
+            #[serde(default)]
+            shape: Option<Shape>,
+            #[serde(default)]
+            free: Value,
+        }
+        let outer: Outer = json_body(
+            br#"{"inner":{"a":"x"},"list":[{"a":null}],"shape":{"round":{"inner":{}}},"free":[1,[2]]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            outer.inner,
+            Some(Inner {
+                a: Some("x".to_owned())
+            })
+        );
+        assert_eq!(outer.list, vec![Inner { a: None }]);
+        assert_eq!(
+            outer.shape,
+            Some(Shape::Round {
+                inner: Inner { a: None }
+            })
+        );
+        assert_eq!(outer.free, serde_json::json!([1, [2]]));
+        for body in [
+            r#"{"inner":["x"]}"#,
+            r#"{"list":[{"a":"x"},[null]]}"#,
+            r#"{"shape":{"round":[{}]}}"#,
+            r#"{"shape":{"round":{"inner":[null]}}}"#,
+            r#"{"shape":{"flat":[null]}}"#,
+        ] {
+            let err = json_body::<Outer>(body.as_bytes()).unwrap_err();
+            assert_eq!(err.0.reason, noema_core::Reason::MalformedBody, "{body}");
+            assert!(
+                err.0
+                    .message
+                    .contains("invalid type: sequence, expected struct"),
+                "{body}: {}",
+                err.0.message
+            );
+        }
+    }
+
+    #[test]
     fn only_a_loopback_peer_is_local_and_a_header_never_makes_one() {
         let headers = |pairs: &[(&'static str, &str)]| {
             let mut map = HeaderMap::new();
