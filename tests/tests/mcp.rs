@@ -346,6 +346,25 @@ async fn protocol_edge_cases() {
     assert_eq!((status, &answer["error"]["code"]), (400, &json!(-32600)));
     let (status, _, answer, _) = rpc(&cluster, owner, &[], "[]").await;
     assert_eq!((status, &answer["error"]["code"]), (400, &json!(-32600)));
+    // A batch with nothing in it to process is not accepted: 400, each message's error.
+    let (status, _, answer, _) = rpc(
+        &cluster,
+        owner,
+        &[],
+        r#"[null, {"jsonrpc":"1.0","id":3,"method":"ping"}]"#,
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(
+        answer
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| (a["id"].clone(), a["error"]["code"].clone()))
+            .collect::<Vec<_>>(),
+        vec![(json!(null), json!(-32600)), (json!(3), json!(-32600))],
+        "{answer}"
+    );
 
     // No server-initiated stream and no sessions: GET and DELETE are 405, Allow: POST.
     let http = anonymous();

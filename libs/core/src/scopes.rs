@@ -97,6 +97,9 @@ pub const TOKEN_TEMPLATES: [TokenTemplate; 3] = [
 ];
 
 /// The template called `name`.
+/// The longest `ttl_seconds` a token may be issued with: one year.
+pub const MAX_TOKEN_TTL_SECONDS: u64 = 31_536_000;
+
 pub fn token_template(name: &str) -> Option<&'static TokenTemplate> {
     TOKEN_TEMPLATES.iter().find(|t| t.name == name)
 }

@@ -689,6 +689,36 @@ mod tests {
     }
 
     #[test]
+    fn an_integer_takes_an_integral_float_and_a_value_keeps_its_number() {
+        #[derive(Debug, Deserialize)]
+        struct Numbers {
+            count: u32,
+            #[serde(default)]
+            delta: Option<i64>,
+            #[serde(default)]
+            list: Vec<u8>,
+            #[serde(default)]
+            free: Value,
+        }
+        let numbers: Numbers =
+            json_body(br#"{"count":10.0,"delta":-3.0,"list":[1.0,2],"free":10.0}"#).unwrap();
+        assert_eq!(numbers.count, 10);
+        assert_eq!(numbers.delta, Some(-3));
+        assert_eq!(numbers.list, vec![1, 2]);
+        assert_eq!(serde_json::to_string(&numbers.free).unwrap(), "10.0");
+        for body in [
+            r#"{"count":10.5}"#,
+            r#"{"count":-1.0}"#,
+            r#"{"count":4294967296.0}"#,
+            r#"{"count":1,"list":[256.0]}"#,
+            r#"{"count":1,"delta":1e300}"#,
+        ] {
+            let err = json_body::<Numbers>(body.as_bytes()).unwrap_err();
+            assert_eq!(err.0.reason, noema_core::Reason::MalformedBody, "{body}");
+        }
+    }
+
+    #[test]
     fn only_a_loopback_peer_is_local_and_a_header_never_makes_one() {
         let headers = |pairs: &[(&'static str, &str)]| {
             let mut map = HeaderMap::new();

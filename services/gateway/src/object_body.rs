@@ -1,10 +1,13 @@
-//! A request body whose structs are read from JSON objects only. serde's derived struct
-//! visitor also takes a JSON array (fields by position), so `[null,null]` would pass for
-//! an object with two optional fields, and `{"filter": []}` for a body whose `filter` is a
-//! struct; every seed system validates its bodies as objects and refuses both.
-//! [`ObjectBody`] reads `T` through a deserializer that refuses a sequence wherever a
-//! struct (or a struct variant) is asked for, at any depth, and leaves every other shape
-//! (maps, `Value`, lists of values) to `T` itself.
+//! A request body read with JSON Schema's types rather than serde's defaults, at any depth:
+//! - a struct (or struct variant) is read from a JSON object only. serde's derived struct
+//!   visitor also takes an array (fields by position), so `[null,null]` would pass for an
+//!   object with two optional fields; every seed system validates its bodies as objects
+//!   and refuses that.
+//! - an integer field takes a number with no fractional part written as a float (`10.0`),
+//!   as JSON Schema's `integer` and MoltNet's validator do (JavaScript cannot tell `10.0`
+//!   from `10`); serde refuses any float for an integer.
+//!
+//! Every other shape (maps, `Value`, lists) is left to `T`: a `Value` keeps `10.0` as written.
 //!
 //! The watch follows the value down through options, lists, maps, newtypes and enums. It
 //! cannot follow into what serde buffers first (`#[serde(flatten)]`, untagged and
@@ -42,16 +45,29 @@ macro_rules! watch_plain {
     };
 }
 
+macro_rules! watch_integer {
+    ($($method:ident)*) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+                self.0.$method(Watched::integer(visitor))
+            }
+        )*
+    };
+}
+
 impl<'de, D: Deserializer<'de>> Deserializer<'de> for Watch<D> {
     type Error = D::Error;
 
     watch_plain! {
-        deserialize_any deserialize_bool deserialize_i8 deserialize_i16 deserialize_i32
-        deserialize_i64 deserialize_i128 deserialize_u8 deserialize_u16 deserialize_u32
-        deserialize_u64 deserialize_u128 deserialize_f32 deserialize_f64 deserialize_char
+        deserialize_any deserialize_bool deserialize_f32 deserialize_f64 deserialize_char
         deserialize_str deserialize_string deserialize_bytes deserialize_byte_buf
         deserialize_option deserialize_unit deserialize_seq deserialize_map
         deserialize_identifier deserialize_ignored_any
+    }
+
+    watch_integer! {
+        deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64 deserialize_i128
+        deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64 deserialize_u128
     }
 
     fn deserialize_unit_struct<V: Visitor<'de>>(
@@ -115,29 +131,47 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Watch<D> {
     }
 }
 
-/// A visitor that hands the inner one its nested values through [`Watch`]; for a struct
-/// it also refuses a sequence, as the struct refuses a string or a number:
-/// `invalid type: sequence, expected struct …`.
+/// A visitor that hands the inner one its nested values through [`Watch`]. For a struct it
+/// also refuses a sequence, as the struct refuses a string or a number (`invalid type:
+/// sequence, expected struct …`); for an integer it reads an integral float as the integer.
 struct Watched<V> {
     inner: V,
-    refuse_sequence: bool,
+    asked: Asked,
+}
+
+/// What the inner visitor was asked to read.
+#[derive(Clone, Copy, PartialEq)]
+enum Asked {
+    Struct,
+    Integer,
+    Other,
 }
 
 impl<V> Watched<V> {
     fn values(inner: V) -> Self {
         Watched {
             inner,
-            refuse_sequence: false,
+            asked: Asked::Other,
         }
     }
 
     fn object(inner: V) -> Self {
         Watched {
             inner,
-            refuse_sequence: true,
+            asked: Asked::Struct,
+        }
+    }
+
+    fn integer(inner: V) -> Self {
+        Watched {
+            inner,
+            asked: Asked::Integer,
         }
     }
 }
+
+/// 2^64: the first float above every `u64` (`u64::MAX as f64` rounds up to it).
+const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
 
 macro_rules! visit_plain {
     ($($method:ident($ty:ty))*) => {
@@ -159,9 +193,22 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Watched<V> {
     visit_plain! {
         visit_bool(bool) visit_i8(i8) visit_i16(i16) visit_i32(i32) visit_i64(i64)
         visit_i128(i128) visit_u8(u8) visit_u16(u16) visit_u32(u32) visit_u64(u64)
-        visit_u128(u128) visit_f32(f32) visit_f64(f64) visit_char(char) visit_str(&str)
+        visit_u128(u128) visit_f32(f32) visit_char(char) visit_str(&str)
         visit_borrowed_str(&'de str) visit_string(String) visit_bytes(&[u8])
         visit_borrowed_bytes(&'de [u8]) visit_byte_buf(Vec<u8>)
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<V::Value, E> {
+        if self.asked == Asked::Integer && value.fract() == 0.0 {
+            // Exact: an integral float in these ranges converts without rounding.
+            if (0.0..TWO_POW_64).contains(&value) {
+                return self.inner.visit_u64(value as u64);
+            }
+            if (-TWO_POW_64 / 2.0..0.0).contains(&value) {
+                return self.inner.visit_i64(value as i64);
+            }
+        }
+        self.inner.visit_f64(value)
     }
 
     fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
@@ -184,7 +231,7 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Watched<V> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
-        if self.refuse_sequence {
+        if self.asked == Asked::Struct {
             return Err(de::Error::invalid_type(Unexpected::Seq, &self));
         }
         self.inner.visit_seq(Watch(seq))

@@ -45,11 +45,13 @@ pub fn check(message: &Value) -> Result<(), Value> {
     if fields.get("jsonrpc") != Some(&Value::from("2.0")) {
         return invalid("Invalid Request: jsonrpc must be \"2.0\"");
     }
-    if !matches!(
-        fields.get("id"),
-        None | Some(Value::String(_) | Value::Number(_))
-    ) {
-        return invalid("Invalid Request: id must be a string or a number");
+    let readable_id = match fields.get("id") {
+        None | Some(Value::String(_)) => true,
+        Some(Value::Number(number)) => integer_id(number).is_some(),
+        Some(_) => false,
+    };
+    if !readable_id {
+        return invalid("Invalid Request: id must be a string or an integer");
     }
     let method = match fields.get("method") {
         Some(Value::String(method)) => method.as_str(),
@@ -58,8 +60,9 @@ pub fn check(message: &Value) -> Result<(), Value> {
         None => return invalid("Invalid Request: no method"),
     };
     let params = fields.get("params");
-    if !matches!(params, None | Some(Value::Object(_) | Value::Array(_))) {
-        return invalid("Invalid Request: params must be an object or an array");
+    // JSON-RPC also allows params by position (an array); every MCP message names them.
+    if !matches!(params, None | Some(Value::Object(_))) {
+        return invalid("Invalid Request: params must be an object");
     }
     let invalid_params = |message: &str| Err(error(id.clone(), INVALID_PARAMS, message));
     match method {
@@ -87,6 +90,34 @@ pub fn check(message: &Value) -> Result<(), Value> {
             invalid_params("Invalid params: cursor must be a string")
         }
         _ => Ok(()),
+    }
+}
+
+/// A numeric request id as the SDK reads it: an integer in `i64`'s range, also one written
+/// as a float (`1.0`, the same JSON number) within ±2^53, where a float is exact (beyond,
+/// `-9223372036854775809` would round into range).
+fn integer_id(number: &serde_json::Number) -> Option<i64> {
+    if let Some(id) = number.as_i64() {
+        return Some(id);
+    }
+    const TWO_POW_53: f64 = 9_007_199_254_740_992.0;
+    let id = number.as_f64()?;
+    #[allow(clippy::cast_possible_truncation)]
+    (id.fract() == 0.0 && id.abs() < TWO_POW_53).then_some(id as i64)
+}
+
+/// Rewrites a checked message's id written as a float (`1.0`) as the integer the SDK
+/// reads, and says whether it did; the answer then carries the id as `1`.
+pub fn normalise_id(message: &mut Value) -> bool {
+    match message.get_mut("id") {
+        Some(id @ Value::Number(_)) => {
+            let integer = id.as_number().filter(|n| !n.is_i64()).and_then(integer_id);
+            integer.is_some_and(|integer| {
+                *id = Value::from(integer);
+                true
+            })
+        }
+        _ => false,
     }
 }
 
@@ -130,12 +161,43 @@ mod tests {
                 json!({"jsonrpc": "2.0", "id": 5, "method": "ping", "params": 3}),
                 json!(5),
             ),
+            (
+                json!({"jsonrpc": "2.0", "id": 6, "method": "ping", "params": [1]}),
+                json!(6),
+            ),
             (json!("ping"), Value::Null),
+            (
+                json!({"jsonrpc": "2.0", "id": 2.5, "method": "ping"}),
+                json!(2.5),
+            ),
+            (
+                json!({"jsonrpc": "2.0", "id": 1e300, "method": "ping"}),
+                json!(1e300),
+            ),
+            (
+                json!({"jsonrpc": "2.0", "id": -9.223372036854775808e18, "method": "ping"}),
+                json!(-9.223372036854775808e18),
+            ),
         ];
         for (message, id) in cases {
             let err = check(&message).expect_err(&message.to_string());
             assert_eq!(err["error"]["code"], INVALID_REQUEST, "{message}");
             assert_eq!(err["id"], id, "{message}");
+        }
+    }
+
+    #[test]
+    fn an_integer_id_written_as_a_float_is_read_as_the_integer() {
+        let mut message = json!({"jsonrpc": "2.0", "id": 7.0, "method": "ping"});
+        assert_eq!(check(&message), Ok(()));
+        assert!(normalise_id(&mut message));
+        assert_eq!(message["id"], json!(7));
+        assert_eq!(message["id"].to_string(), "7");
+        for id in [json!(7), json!("7"), json!(-3)] {
+            let mut message = json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+            assert_eq!(check(&message), Ok(()));
+            assert!(!normalise_id(&mut message));
+            assert_eq!(message["id"], id);
         }
     }
 

@@ -49,7 +49,7 @@ pub mod tools;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Extension, FromRequest, Request, State};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, Method, StatusCode};
@@ -238,15 +238,22 @@ impl Mcp {
                 "Parse error: the body is not JSON",
             )),
             Ok(Value::Array(batch)) => self.batch(&parts, batch).await,
-            Ok(message) => match jsonrpc::check(&message) {
+            Ok(mut message) => match jsonrpc::check(&message) {
                 Err(error) => rpc_error(error),
-                Ok(()) => match self.direct(&parts, message).await {
-                    Some(answer) => direct::response(&answer),
-                    None => {
-                        self.forward(Request::from_parts(parts, Body::from(bytes)))
-                            .await
+                Ok(()) => {
+                    let bytes = if jsonrpc::normalise_id(&mut message) {
+                        Bytes::from(message.to_string())
+                    } else {
+                        bytes
+                    };
+                    match self.direct(&parts, message).await {
+                        Some(answer) => direct::response(&answer),
+                        None => {
+                            self.forward(Request::from_parts(parts, Body::from(bytes)))
+                                .await
+                        }
                     }
-                },
+                }
             },
         }
     }
@@ -274,11 +281,13 @@ impl Mcp {
             ));
         }
         let mut answers = Vec::new();
-        for message in batch {
+        let mut processed = 0_usize;
+        for mut message in batch {
             if let Err(error) = jsonrpc::check(&message) {
                 answers.push(error);
                 continue;
             }
+            jsonrpc::normalise_id(&mut message);
             let id = message.get("id").cloned().unwrap_or(Value::Null);
             if message.get("method") == Some(&Value::from("initialize")) {
                 answers.push(jsonrpc::error(
@@ -288,6 +297,7 @@ impl Mcp {
                 ));
                 continue;
             }
+            processed += 1;
             let body = message.to_string();
             if let Some(answer) = self.direct(parts, message).await {
                 answers.push(serde_json::to_value(&answer).unwrap_or_else(|err| {
@@ -321,7 +331,14 @@ impl Mcp {
         if answers.is_empty() {
             return StatusCode::ACCEPTED.into_response();
         }
-        axum::Json(Value::Array(answers)).into_response()
+        // Nothing in it could be processed: the input as a whole is not accepted (400, as
+        // for a single invalid message), with each message's error.
+        let status = if processed == 0 {
+            StatusCode::BAD_REQUEST
+        } else {
+            StatusCode::OK
+        };
+        (status, axum::Json(Value::Array(answers))).into_response()
     }
 }
 
@@ -489,17 +506,25 @@ impl ServerHandler for Handler {
     }
 }
 
-/// A JSON-RPC 2.0 message (or a batch of them), as `POST /v1/mcp` reads it.
+/// A JSON-RPC 2.0 request or notification, as `POST /v1/mcp` reads it (alone, or in a
+/// batch from a 2025-03-26 client).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[allow(dead_code)]
 pub struct JsonRpcMessage {
-    /// `2.0`.
+    #[schemars(extend("enum" = ["2.0"]))]
     jsonrpc: String,
     /// Absent for a notification.
+    #[schemars(extend("anyOf" = [
+        {"type": "string"},
+        {"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX}
+    ]))]
     id: Option<serde_json::Value>,
     /// `initialize`, `ping`, `tools/list`, `tools/call`, `server/discover`, …
     method: String,
-    params: Option<serde_json::Value>,
+    /// An object when present (MCP names every parameter).
+    #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
+    params: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// The endpoint's request, passed to the SDK as it came.
@@ -515,12 +540,13 @@ impl<S: Send + Sync> FromRequest<S> for McpRequest {
 
 impl Input for McpRequest {
     fn document(doc: &mut OperationDoc, schemas: &mut Schemas) {
-        doc.body = Some(
-            schemas
-                .requests
-                .subschema_for::<JsonRpcMessage>()
-                .to_value(),
-        );
+        let message = schemas
+            .requests
+            .subschema_for::<JsonRpcMessage>()
+            .to_value();
+        doc.body = Some(serde_json::json!({
+            "oneOf": [message, {"type": "array", "minItems": 1, "items": message}]
+        }));
     }
 }
 
@@ -540,7 +566,10 @@ impl Reply for McpReply {
             description: "The JSON-RPC response",
             content: Some((
                 "application/json",
-                serde_json::json!({"type": "object", "description": "JSON-RPC 2.0 response"}),
+                serde_json::json!({
+                    "type": ["object", "array"],
+                    "description": "JSON-RPC 2.0 response (an array of them for a batch)"
+                }),
             )),
         });
         doc.responses.push(ResponseDoc {
@@ -553,15 +582,23 @@ impl Reply for McpReply {
         // types with 406.
         doc.responses.push(ResponseDoc {
             status: 400,
-            description: "Not a JSON-RPC 2.0 message: a JSON-RPC error response",
+            description: "Not a JSON-RPC 2.0 message, or a batch with none: JSON-RPC error responses",
             content: Some((
                 "application/json",
-                serde_json::json!({"type": "object", "description": "JSON-RPC 2.0 error response"}),
+                serde_json::json!({
+                    "type": ["object", "array"],
+                    "description": "JSON-RPC 2.0 error response (an array of them for a batch)"
+                }),
             )),
         });
         doc.responses.push(ResponseDoc {
             status: 406,
             description: "The Accept header does not name both application/json and text/event-stream",
+            content: None,
+        });
+        doc.responses.push(ResponseDoc {
+            status: 415,
+            description: "The body is not application/json",
             content: None,
         });
     }

@@ -526,6 +526,10 @@ pub fn routes() -> Vec<Route> {
             search,
         )
         .calls("SearchEntries")
+        .status(
+            400,
+            "Invalid; also a query with no word to search for (no letter or digit)",
+        )
         .tool("entries_search", "Full-text search over readable entries"),
     ]
 }

@@ -426,6 +426,10 @@ pub fn routes() -> Vec<Route> {
             create_entry,
         )
         .calls("CreateEntry")
+        .status(
+            400,
+            "Invalid; also a contentHash that is not the CIDv1 of the content",
+        )
         .tool(
             "entries_create",
             "Create an entry in diary `id`; signed when signingRequestId is set",

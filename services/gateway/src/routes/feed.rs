@@ -201,6 +201,7 @@ pub fn routes() -> Vec<Route> {
             feed,
         )
         .public()
+        .status(400, "Invalid cursor: one this server did not issue")
         .tool("public_feed", "Entries of public diaries, newest first"),
         r.route(
             Verb::Get,
@@ -210,6 +211,10 @@ pub fn routes() -> Vec<Route> {
             search,
         )
         .public()
+        .status(
+            400,
+            "Invalid; also a q with no word to search for (no letter or digit)",
+        )
         .tool("public_feed_search", "Search the entries of public diaries"),
         r.route(
             Verb::Get,

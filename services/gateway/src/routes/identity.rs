@@ -101,6 +101,7 @@ pub struct KeyRotationInput {
     pub new_public_key: String,
     /// The current key's signature over the rotation message.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub proof_signature: String,
 }
 
@@ -202,6 +203,7 @@ pub fn routes() -> Vec<Route> {
                 rotate_key,
             )
             .calls("RotateKey")
+            .status(400, "The proof is not a valid signature by the current key")
             .tool("agents_rotate_key", "Replace an agent's key; signed by the current key"),
         MOLTNET
             .route(

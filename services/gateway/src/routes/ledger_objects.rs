@@ -145,19 +145,31 @@ async fn stopped_first(caller: &Caller, err: ApiError) -> ApiError {
 /// CanonicalObject in open-cognition's field order.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct CanonicalBody {
+    #[schemars(extend("enum" = ["0.1.0"]))]
     pub schema_version: String,
     /// `sha256:<64 lowercase hex>` of the payload bytes.
+    #[schemars(regex(pattern = "^sha256:[0-9a-f]{64}$"))]
     pub id: String,
-    /// observation, document, tool_output or policy.
+    #[schemars(extend("enum" = ["observation", "document", "tool_output", "policy"]))]
     pub object_type: String,
+    #[schemars(length(min = 1))]
     pub content_type: String,
+    /// The payload's length in bytes.
+    #[schemars(range(min = 0))]
     pub size_bytes: i64,
     /// RFC 3339 UTC seconds (`2026-01-31T12:00:00Z`).
+    #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
+    #[schemars(length(min = 1))]
     pub created_by: String,
-    /// `canonical/<object_type>/<yyyy>/<mm>/<dd>/<id>.json`.
+    /// `canonical/<object_type>/<yyyy>/<mm>/<dd>/<id>.json`, of this object's type,
+    /// `created_at` date (UTC) and id.
+    #[schemars(regex(
+        pattern = "^canonical/[a-z_]+/[0-9]{4}/[0-9]{2}/[0-9]{2}/sha256:[0-9a-f]{64}\\.json$"
+    ))]
     pub storage_path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Map<String, Value>>")]
     pub metadata: Option<Value>,
 }
 
@@ -190,7 +202,8 @@ impl From<pb::CanonicalObject> for CanonicalBody {
 pub struct CanonicalInput {
     #[serde(flatten)]
     pub object: CanonicalBody,
-    /// Standard base64 of the bytes.
+    /// Standard base64 of the bytes, whose sha256 is `id` and whose length is `size_bytes`.
+    #[schemars(length(min = 1), extend("format" = "byte"))]
     pub payload: String,
 }
 
@@ -238,18 +251,29 @@ fn go_number(value: f64) -> Value {
 /// AgentReference in open-cognition's field order.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ReferenceBody {
+    #[schemars(extend("enum" = ["0.1.0"]))]
     pub schema_version: String,
+    /// A lowercase UUID v4.
+    #[schemars(regex(
+        pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
+    ))]
     pub id: String,
+    /// The referenced canonical object's id, `sha256:<64 lowercase hex>`.
+    #[schemars(regex(pattern = "^sha256:[0-9a-f]{64}$"))]
     pub canonical_object_id: String,
+    #[schemars(length(min = 1))]
     pub agent_id: String,
+    #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
+    #[schemars(length(min = 1))]
     pub context: String,
-    /// A number, written as Go writes a float64 (`1`, not `1.0`).
+    /// A number from 0 to 1, written as Go writes a float64 (`1`, not `1.0`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<f64>")]
+    #[schemars(with = "Option<f64>", range(min = 0, max = 1))]
     pub relevance: Option<Value>,
+    /// A number from 0 to 1.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<f64>")]
+    #[schemars(with = "Option<f64>", range(min = 0, max = 1))]
     pub trust_weight: Option<Value>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub time_horizon: String,
@@ -261,6 +285,7 @@ pub struct ReferenceBody {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub public_key: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Map<String, Value>>")]
     pub metadata: Option<Value>,
 }
 
@@ -590,6 +615,11 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("PutCanonical")
         .status(409, "An object with this id exists")
+        .status(
+            422,
+            "Invalid: also when id is not sha256(payload), size_bytes not its length, or \
+             storage_path not the one of this type, date and id",
+        )
         .tool("ledger_put_canonical", "Store a content-addressed object (payload: standard base64)")
         .feature(features::LEDGER_OBJECTS),
         r.route(
@@ -601,6 +631,11 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("PutReference")
         .status(409, "A reference with this id exists")
+        .status(
+            422,
+            "Invalid: also when the signature is not the key's over \
+             id:canonical_object_id:agent_id:created_at, or the agent has another key",
+        )
         .tool("ledger_put_reference", "Record an Ed25519-signed agent reference to an object")
         .feature(features::LEDGER_REFERENCES),
         r.route(

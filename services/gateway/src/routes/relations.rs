@@ -235,6 +235,10 @@ pub fn routes() -> Vec<Route> {
             create_relation,
         )
         .calls("CreateRelation")
+        .status(
+            400,
+            "One or both entries not found (MoltNet's answer for an unknown entry)",
+        )
         .tool("relations_create", "Relate entry `id` (source) to targetId"),
         r.route(
             Verb::Get,

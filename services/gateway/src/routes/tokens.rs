@@ -3,7 +3,7 @@
 
 use noema_core::time::proto::{parse_rfc3339, rfc3339_seconds};
 use noema_proto::identity::v1 as pb;
-use schemars::JsonSchema;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, ErrorStyle};
@@ -129,27 +129,50 @@ pub struct IssueInput {
     pub peer_id: String,
     /// Default: every scope but `admin:peers`.
     #[serde(default)]
+    #[schemars(schema_with = "scope_list")]
     pub scopes: Vec<String>,
     #[serde(default)]
+    #[schemars(schema_with = "namespace_list")]
     pub read_namespaces: Vec<String>,
     #[serde(default)]
+    #[schemars(schema_with = "namespace_list")]
     pub write_namespaces: Vec<String>,
-    /// RFC 3339.
+    /// RFC 3339, in the future; not with `ttl_seconds`. Empty or null: none.
     #[serde(default)]
+    #[schemars(extend("anyOf" = [{"type": "null"}, {"enum": [""]}, {"format": "date-time"}]))]
     pub expires_at: Option<String>,
+    /// Seconds until expiry, at most a year; 0 or absent: no expiry (unless `expires_at`).
     #[serde(default)]
+    #[schemars(range(max = noema_core::scopes::MAX_TOKEN_TTL_SECONDS))]
     pub ttl_seconds: Option<u64>,
     #[serde(default)]
     pub description: Option<String>,
     #[serde(default)]
     pub token_id: Option<String>,
-    /// `owner`, `collaboration_peer` or `replication_peer`.
     #[serde(default)]
+    #[schemars(extend("enum" = [null, "", "owner", "collaboration_peer", "replication_peer"]))]
     pub template: Option<String>,
     /// Whose data the token acts on; default its `peer_id`. Tokens with one tenant act
     /// for one agent. Only a superuser may name a tenant other than its own.
     #[serde(default)]
     pub tenant: Option<String>,
+}
+
+/// Scopes, each one a token may carry.
+fn scope_list(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "items": { "enum": noema_core::scopes::known_scopes() }
+    })
+}
+
+/// Namespaces (default `*`): `*`, or a relative path of non-empty segments other than `.` and `..`.
+fn namespace_list(_: &mut SchemaGenerator) -> Schema {
+    const SEGMENT: &str = r"(?:[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)";
+    json_schema!({
+        "type": "array",
+        "items": { "type": "string", "pattern": format!("^(?:\\*|{SEGMENT}(?:/{SEGMENT})*)$") }
+    })
 }
 
 fn timestamp_field(
@@ -272,15 +295,21 @@ pub struct RotateInput {
     pub token_sha256: Option<String>,
     /// Default: every scope but `admin:peers`.
     #[serde(default)]
+    #[schemars(schema_with = "scope_list")]
     pub scopes: Vec<String>,
     #[serde(default)]
+    #[schemars(schema_with = "namespace_list")]
     pub read_namespaces: Vec<String>,
     #[serde(default)]
+    #[schemars(schema_with = "namespace_list")]
     pub write_namespaces: Vec<String>,
-    /// RFC 3339.
+    /// RFC 3339, in the future; not with `ttl_seconds`. Empty or null: none.
     #[serde(default)]
+    #[schemars(extend("anyOf" = [{"type": "null"}, {"enum": [""]}, {"format": "date-time"}]))]
     pub expires_at: Option<String>,
+    /// Seconds until expiry, at most a year; 0 or absent: no expiry (unless `expires_at`).
     #[serde(default)]
+    #[schemars(range(max = noema_core::scopes::MAX_TOKEN_TTL_SECONDS))]
     pub ttl_seconds: Option<u64>,
     #[serde(default)]
     pub description: Option<String>,
@@ -353,6 +382,10 @@ pub fn routes() -> Vec<Route> {
             issue_token,
         )
         .calls("IssueToken")
+        .status(
+            400,
+            "Invalid; also expires_at in the past, or with ttl_seconds",
+        )
         .tool(
             "security.tokens_issue",
             "Issue a scoped API token (the secret is shown once)",
@@ -367,6 +400,7 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("RevokeToken")
         .status(404, "No token matched")
+        .status(422, "The owner token cannot be revoked through the API")
         .tool(
             "security.tokens_revoke",
             "Revoke tokens by token_id, token_sha256 or peer_id",
@@ -380,6 +414,14 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("RotateToken")
         .status(404, "No token matched")
+        .status(
+            422,
+            "The owner token cannot be rotated through the API, nor a revoked one",
+        )
+        .status(
+            400,
+            "Invalid; also expires_at in the past, or with ttl_seconds",
+        )
         .tool(
             "security.tokens_rotate",
             "Replace a token; the old one is revoked",

@@ -14,7 +14,7 @@ pub const TOKEN_PREFIX: &str = "noema_";
 pub const OWNER_TOKEN_ID: &str = "owner";
 pub const OWNER_PEER_ID: &str = "owner";
 /// Longest accepted `ttl_seconds` (one year), as CogniRelay.
-pub const MAX_TTL_SECONDS: u64 = 31_536_000;
+pub const MAX_TTL_SECONDS: u64 = noema_core::scopes::MAX_TOKEN_TTL_SECONDS;
 /// The longest tenant name (continuity refuses longer ones too).
 pub const MAX_TENANT_LEN: usize = 200;
 
