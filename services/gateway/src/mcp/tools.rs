@@ -202,9 +202,10 @@ fn tool_spec(
 
 /// `schema` without what tells an MCP client nothing, since every token's `tools/list` carries
 /// it (the 48 KB budget): defaults equal to leaving the argument out (`null`, `[]`,
-/// `""`), schemars' Rust integer and float widths (`"format": "uint64"`, not JSON Schema
-/// formats), and `null` as an alternative for an optional property (leaving it out says the
-/// same). A client following the compact schema sends what the full one allows.
+/// `""`), `"additionalProperties": true` (the default), and `null` as an alternative for an
+/// optional property (leaving it out says the same). A client following the compact schema
+/// sends what the full one allows. (Formats, schemars' Rust number widths among them, go
+/// with the grammar: [`without_grammar`].)
 fn compact(schema: Value) -> Value {
     match schema {
         Value::Object(mut map) => {
@@ -214,12 +215,9 @@ fn compact(schema: Value) -> Value {
             {
                 map.remove("default");
             }
-            if map
-                .get("format")
-                .and_then(Value::as_str)
-                .is_some_and(|format| RUST_NUMBER_FORMATS.contains(&format))
-            {
-                map.remove("format");
+            // The default: any other property is allowed.
+            if map.get("additionalProperties") == Some(&Value::Bool(true)) {
+                map.remove("additionalProperties");
             }
             let required: BTreeSet<String> = map
                 .get("required")
@@ -245,8 +243,8 @@ fn compact(schema: Value) -> Value {
     }
 }
 
-/// `schema` without the grammar of its strings and arrays (patterns, lengths, item counts,
-/// uniqueness, the allowed texts of a string, which the descriptions name): like the routes'
+/// `schema` without the grammar of its strings and arrays (patterns, formats, lengths, item
+/// counts, uniqueness, the allowed texts of a string, which the descriptions name): like the routes'
 /// path and query grammars, it is for the OpenAPI document only, since every token's
 /// `tools/list` carries the tool schemas (the 48 KB budget); the services refuse what it
 /// describes as they always do. A keyword is recognised by its value's type, so a property
@@ -278,7 +276,7 @@ fn without_grammar(schema: Value) -> Value {
 /// Whether `key: value` in a schema is a grammar keyword [`without_grammar`] leaves out.
 fn is_grammar(key: &str, value: &Value) -> bool {
     match key {
-        "pattern" => value.is_string(),
+        "pattern" | "format" => value.is_string(),
         "minLength" | "maxLength" | "minItems" | "maxItems" => value.is_number(),
         "uniqueItems" => value.is_boolean(),
         "enum" => value
@@ -287,12 +285,6 @@ fn is_grammar(key: &str, value: &Value) -> bool {
         _ => false,
     }
 }
-
-/// schemars' names for Rust's number types.
-const RUST_NUMBER_FORMATS: &[&str] = &[
-    "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float",
-    "double",
-];
 
 /// An optional property's schema without its `null` alternative: `{"type": [T, "null"]}`
 /// becomes `{"type": T}`, `{"anyOf": [S, {"type": "null"}]}` becomes `S`.
@@ -374,8 +366,10 @@ mod tests {
         let schema = json!({
             "type": "object",
             "properties": {
-                "limit": {"type": ["integer", "null"], "format": "uint32", "minimum": 0, "default": null},
+                "limit": {"type": ["integer", "null"], "minimum": 0, "default": null},
                 "tags": {"type": "array", "items": {"type": "string"}, "default": []},
+                "meta": {"type": "object", "additionalProperties": true},
+                "strict": {"type": "object", "additionalProperties": false},
                 "mode": {"type": "string", "default": "fast"},
                 "when": {"anyOf": [{"$ref": "#/$defs/When"}, {"type": "null"}], "description": "d"},
                 "must": {"type": ["string", "null"]}
@@ -389,6 +383,8 @@ mod tests {
                 "properties": {
                     "limit": {"type": "integer", "minimum": 0},
                     "tags": {"type": "array", "items": {"type": "string"}},
+                    "meta": {"type": "object"},
+                    "strict": {"type": "object", "additionalProperties": false},
                     "mode": {"type": "string", "default": "fast"},
                     "when": {"$ref": "#/$defs/When", "description": "d"},
                     "must": {"type": ["string", "null"]}
@@ -409,7 +405,9 @@ mod tests {
                 "pattern": {"type": "string", "enum": ["a", "b"]},
                 "importance": {"type": "integer", "minimum": 0, "maximum": 10, "enum": [1, 2]},
                 "after": {"type": "string", "anyOf": [{"format": "date-time"}, {"maxLength": 0}]},
-                "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+                "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                "at": {"type": "string", "format": "date-time"},
+                "count": {"type": "integer", "format": "uint32"}
             },
             "required": ["name", "pattern"]
         });
@@ -423,7 +421,9 @@ mod tests {
                     "pattern": {"type": "string"},
                     "importance": {"type": "integer", "minimum": 0, "maximum": 10, "enum": [1, 2]},
                     "after": {"type": "string"},
-                    "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+                    "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                    "at": {"type": "string"},
+                    "count": {"type": "integer"}
                 },
                 "required": ["name", "pattern"]
             })

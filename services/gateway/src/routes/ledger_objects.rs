@@ -154,7 +154,6 @@ pub struct CanonicalBody {
     pub object_type: String,
     #[schemars(length(min = 1))]
     pub content_type: String,
-    /// The payload's length in bytes.
     #[schemars(range(min = 0))]
     pub size_bytes: i64,
     /// RFC 3339 UTC seconds (`2026-01-31T12:00:00Z`).
@@ -162,8 +161,7 @@ pub struct CanonicalBody {
     pub created_at: String,
     #[schemars(length(min = 1))]
     pub created_by: String,
-    /// `canonical/<object_type>/<yyyy>/<mm>/<dd>/<id>.json`, of this object's type,
-    /// `created_at` date (UTC) and id.
+    /// `canonical/<object_type>/<yyyy>/<mm>/<dd>/<id>.json`.
     #[schemars(regex(
         pattern = "^canonical/[a-z_]+/[0-9]{4}/[0-9]{2}/[0-9]{2}/sha256:[0-9a-f]{64}\\.json$"
     ))]
@@ -202,7 +200,7 @@ impl From<pb::CanonicalObject> for CanonicalBody {
 pub struct CanonicalInput {
     #[serde(flatten)]
     pub object: CanonicalBody,
-    /// Standard base64 of the bytes, whose sha256 is `id` and whose length is `size_bytes`.
+    /// Standard base64 of the bytes.
     #[schemars(length(min = 1), extend("format" = "byte"))]
     pub payload: String,
 }
@@ -253,12 +251,11 @@ fn go_number(value: f64) -> Value {
 pub struct ReferenceBody {
     #[schemars(extend("enum" = ["0.1.0"]))]
     pub schema_version: String,
-    /// A lowercase UUID v4.
+    /// UUID v4.
     #[schemars(regex(
         pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
     ))]
     pub id: String,
-    /// The referenced canonical object's id, `sha256:<64 lowercase hex>`.
     #[schemars(regex(pattern = "^sha256:[0-9a-f]{64}$"))]
     pub canonical_object_id: String,
     #[schemars(length(min = 1))]
@@ -267,11 +264,10 @@ pub struct ReferenceBody {
     pub created_at: String,
     #[schemars(length(min = 1))]
     pub context: String,
-    /// A number from 0 to 1, written as Go writes a float64 (`1`, not `1.0`).
+    /// A number, written as Go writes a float64 (`1`, not `1.0`).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<f64>", range(min = 0, max = 1))]
     pub relevance: Option<Value>,
-    /// A number from 0 to 1.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<f64>", range(min = 0, max = 1))]
     pub trust_weight: Option<Value>,

@@ -137,11 +137,11 @@ pub struct IssueInput {
     #[serde(default)]
     #[schemars(schema_with = "namespace_list")]
     pub write_namespaces: Vec<String>,
-    /// RFC 3339, in the future; not with `ttl_seconds`. Empty or null: none.
+    /// RFC 3339, in the future; not with `ttl_seconds`.
     #[serde(default)]
     #[schemars(extend("anyOf" = [{"type": "null"}, {"enum": [""]}, {"format": "date-time"}]))]
     pub expires_at: Option<String>,
-    /// Seconds until expiry, at most a year; 0 or absent: no expiry (unless `expires_at`).
+    /// At most a year.
     #[serde(default)]
     #[schemars(range(max = noema_core::scopes::MAX_TOKEN_TTL_SECONDS))]
     pub ttl_seconds: Option<u64>,
@@ -303,11 +303,11 @@ pub struct RotateInput {
     #[serde(default)]
     #[schemars(schema_with = "namespace_list")]
     pub write_namespaces: Vec<String>,
-    /// RFC 3339, in the future; not with `ttl_seconds`. Empty or null: none.
+    /// RFC 3339, in the future; not with `ttl_seconds`.
     #[serde(default)]
     #[schemars(extend("anyOf" = [{"type": "null"}, {"enum": [""]}, {"format": "date-time"}]))]
     pub expires_at: Option<String>,
-    /// Seconds until expiry, at most a year; 0 or absent: no expiry (unless `expires_at`).
+    /// At most a year.
     #[serde(default)]
     #[schemars(range(max = noema_core::scopes::MAX_TOKEN_TTL_SECONDS))]
     pub ttl_seconds: Option<u64>,
