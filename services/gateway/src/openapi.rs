@@ -94,6 +94,9 @@ fn operation(route: &Route, schemas: &mut Schemas) -> Value {
         "tags": [route.tag],
         "responses": responses,
     });
+    if let Some(description) = route.description {
+        op["description"] = json!(description);
+    }
     if public {
         op["security"] = json!([]);
     } else if let Some(scope) = route.scope() {
@@ -171,7 +174,14 @@ fn query_schema(ty: &Ty) -> Value {
         Ty::Nullable(inner) => inner,
         other => other,
     };
-    noema_continuity::domain::schema::json_schema(ty, &mut |_| json!({"type": "object"}))
+    let schema =
+        noema_continuity::domain::schema::json_schema(ty, &mut |_| json!({"type": "object"}));
+    // An integer's lax `true`/`false` are JSON booleans: in a query they are strings the
+    // service does not read as integers.
+    match ty {
+        Ty::Int { .. } if schema.get("anyOf").is_some() => schema["anyOf"][0].clone(),
+        _ => schema,
+    }
 }
 
 /// A scope's alternatives (`a|b`) as OpenAPI's alternative security requirements; the
@@ -307,5 +317,69 @@ mod tests {
         assert_eq!(doc["paths"]["/healthz"]["get"]["security"], json!([]));
         let schema = &doc["components"]["schemas"]["EntryBody"];
         assert!(schema["properties"]["contentHash"].is_object(), "{schema}");
+    }
+
+    /// CogniRelay's rules beyond its request models reach the document: patterns and bounds
+    /// the service checks after pydantic, rules across fields, query integers without the
+    /// lax booleans, and a rule across query parameters as the operation's description.
+    #[test]
+    fn cognirelay_service_rules_are_in_the_document() {
+        let doc = document();
+        let param = |path: &str, name: &str| {
+            doc["paths"][path]["get"]["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == name)
+                .unwrap()["schema"]
+                .clone()
+        };
+        let recipient = param("/v1/messages/inbox", "recipient");
+        assert_eq!(
+            recipient["pattern"],
+            noema_continuity::domain::rules::BOX_NAME_PATTERN
+        );
+        assert_eq!(recipient["minLength"], 1);
+        assert_eq!(
+            param("/v1/coordination/handoffs/query", "limit"),
+            json!({"type": "integer", "minimum": 1, "maximum": 100})
+        );
+        assert_eq!(
+            param("/v1/schedule/items", "offset"),
+            json!({"type": "integer", "minimum": 0, "maximum": 10_000})
+        );
+        let query = &doc["paths"]["/v1/coordination/handoffs/query"]["get"];
+        assert!(
+            query["description"]
+                .as_str()
+                .unwrap()
+                .contains("sender_peer")
+        );
+        let schemas = &doc["components"]["schemas"];
+        let handoff = &schemas["CoordinationHandoffCreateRequest"];
+        assert_eq!(
+            handoff["properties"]["sender_signature"]["$ref"],
+            "#/components/schemas/SenderSignature"
+        );
+        assert_eq!(
+            handoff["properties"]["commit_message"]["anyOf"][0]["maxLength"],
+            120
+        );
+        let resolve = &schemas["CoordinationReconciliationResolveRequest"];
+        assert_eq!(
+            resolve["properties"]["expected_version"],
+            json!({"anyOf": [
+                {"type": "integer", "minimum": 1, "maximum": i64::MAX},
+                {"enum": [true]}
+            ]})
+        );
+        assert_eq!(resolve["additionalProperties"], false);
+        assert!(schemas["CoordinationReconciliationOpenRequest"]["allOf"].is_array());
+        let create = &schemas["ScheduleCreateRequest"];
+        assert_eq!(create["additionalProperties"], false);
+        assert_eq!(
+            create["properties"]["due_at"]["pattern"],
+            noema_continuity::domain::rules::DUE_AT_PATTERN
+        );
     }
 }

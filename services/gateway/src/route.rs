@@ -102,6 +102,9 @@ pub struct Route {
     /// The continuity service's model of the query (CogniRelay's query parameters, which it
     /// validates as FastAPI does): the document's parameter types and required flags.
     pub query_model: Option<&'static noema_continuity::domain::schema::Model>,
+    /// The operation's description: a rule on its input that OpenAPI cannot state (one
+    /// short sentence).
+    pub description: Option<&'static str>,
     /// The MCP tool that calls this route, if any.
     pub tool: Option<ToolDecl>,
     /// The capability features this route implements.
@@ -156,6 +159,14 @@ impl Route {
     #[must_use]
     pub fn query_model(mut self, model: &'static noema_continuity::domain::schema::Model) -> Self {
         self.query_model = Some(model);
+        self
+    }
+
+    /// Says a rule on the route's input that the document's schemas cannot (one across two
+    /// query parameters, or one on stored state), in one short sentence.
+    #[must_use]
+    pub fn describe(mut self, rule: &'static str) -> Self {
+        self.description = Some(rule);
         self
     }
 
@@ -266,6 +277,7 @@ impl Routes {
             statuses: Vec::new(),
             param_schemas: Vec::new(),
             query_model: None,
+            description: None,
             tool: None,
             features: Vec::new(),
             service: self.service,

@@ -31,6 +31,9 @@ const STRINGS: Ty = Ty::List {
     max: None,
 };
 
+/// A name a message path is made of (`box_path`).
+const BOX_NAME: Ty = Ty::Documented(&ANY_STR, super::rules::box_name);
+
 const fn field(name: &'static str, ty: Ty, required: bool) -> Field {
     Field { name, ty, required }
 }
@@ -56,9 +59,9 @@ pub static DELIVERY_POLICY: Model = Model {
 pub static MESSAGE_SEND_REQUEST: Model = Model {
     name: "MessageSendRequest",
     fields: &[
-        field("thread_id", ANY_STR, true),
-        field("sender", ANY_STR, true),
-        field("recipient", ANY_STR, true),
+        field("thread_id", BOX_NAME, true),
+        field("sender", BOX_NAME, true),
+        field("recipient", BOX_NAME, true),
         field("subject", ANY_STR, true),
         field("body_md", ANY_STR, true),
         field("priority", ANY_STR, false),
@@ -78,9 +81,9 @@ pub static MESSAGE_SEND_REQUEST: Model = Model {
 pub static RELAY_FORWARD_REQUEST: Model = Model {
     name: "RelayForwardRequest",
     fields: &[
-        field("relay_id", ANY_STR, false),
-        field("target_recipient", ANY_STR, true),
-        field("thread_id", ANY_STR, true),
+        field("relay_id", BOX_NAME, false),
+        field("target_recipient", BOX_NAME, true),
+        field("thread_id", BOX_NAME, true),
         field("sender", ANY_STR, true),
         field("subject", ANY_STR, true),
         field("body_md", ANY_STR, true),
@@ -100,7 +103,7 @@ pub static RELAY_FORWARD_REQUEST: Model = Model {
 pub static MESSAGE_ACK_REQUEST: Model = Model {
     name: "MessageAckRequest",
     fields: &[
-        field("message_id", ANY_STR, true),
+        field("message_id", BOX_NAME, true),
         field("status", Ty::Literal(ACK_STATUSES), true),
         field("reason", Ty::Nullable(&ANY_STR), false),
         field("ack_id", Ty::Nullable(&ANY_STR), false),
@@ -137,7 +140,7 @@ pub static PENDING_QUERY: Model = Model {
 pub static INBOX_QUERY: Model = Model {
     name: "MessagesInboxQuery",
     fields: &[
-        field("recipient", ANY_STR, true),
+        field("recipient", BOX_NAME, true),
         field("limit", int(1, 200), false),
     ],
     forbid_extra: false,
@@ -147,7 +150,7 @@ pub static INBOX_QUERY: Model = Model {
 pub static THREAD_QUERY: Model = Model {
     name: "MessagesThreadQuery",
     fields: &[
-        field("thread_id", ANY_STR, true),
+        field("thread_id", BOX_NAME, true),
         field("limit", int(1, 1000), false),
     ],
     forbid_extra: false,

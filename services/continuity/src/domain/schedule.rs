@@ -10,6 +10,8 @@ use time::OffsetDateTime;
 
 use super::error::ContinuityError;
 use super::json::{Json, JsonObject, canonical_json, sha256_hex};
+use super::rules;
+use super::schema::{Field, Model, Ty};
 use super::text::{py_len, py_strip};
 use super::timestamp::format_iso;
 
@@ -54,6 +56,110 @@ const LIST_KEYS: &[&str] = &[
     "limit",
     "offset",
 ];
+const ANY_STR: Ty = Ty::Str { min: 0, max: None };
+const ID: Ty = Ty::Nullable(&Ty::Documented(&ANY_STR, rules::schedule_id));
+const KIND: Ty = Ty::Literal(KINDS);
+const TITLE: Ty = Ty::Documented(&ANY_STR, rules::stripped::<160>);
+const NOTE: Ty = Ty::Nullable(&Ty::Documented(&ANY_STR, rules::at_most::<1000>));
+const DUE_AT: Ty = Ty::Documented(&ANY_STR, rules::due_at);
+const LINK: Ty = Ty::Nullable(&Ty::Documented(&ANY_STR, rules::stripped::<200>));
+const SUBJECT_KIND: Ty = Ty::Nullable(&Ty::Literal(SUBJECT_KINDS));
+const METADATA: Ty = Ty::Nullable(&Ty::Documented(&Ty::Dict, rules::flat_object));
+const VERSION: Ty = Ty::Documented(&Ty::Any, rules::integer::<1, { i64::MAX }>);
+const REASON: Ty = Ty::Nullable(&Ty::Documented(&ANY_STR, rules::at_most::<500>));
+const QUERY_BOOL: Ty = Ty::Documented(&ANY_STR, rules::schedule_query_bool);
+
+const fn field(name: &'static str, ty: Ty, required: bool) -> Field {
+    Field { name, ty, required }
+}
+
+// The bodies and the list's query as models, for the document only: `create`, `patch`,
+// `acknowledge`, `retire` and `ListQuery::from_json` check them by hand (the original's
+// messages), and a test holds each model's fields to the keys those accept.
+
+pub static CREATE_REQUEST: Model = Model {
+    name: "ScheduleCreateRequest",
+    fields: &[
+        field("schedule_id", ID, false),
+        field("idempotency_key", LINK, false),
+        field("kind", KIND, true),
+        field("title", TITLE, true),
+        field("note", NOTE, false),
+        field("due_at", DUE_AT, true),
+        field("task_id", LINK, false),
+        field("thread_id", LINK, false),
+        field("subject_kind", SUBJECT_KIND, false),
+        field("subject_id", LINK, false),
+        field("metadata", METADATA, false),
+    ],
+    forbid_extra: true,
+    after: None,
+};
+
+pub static UPDATE_REQUEST: Model = Model {
+    name: "ScheduleUpdateRequest",
+    fields: &[
+        field("expected_version", VERSION, true),
+        field("kind", KIND, false),
+        field("title", TITLE, false),
+        field("note", NOTE, false),
+        field("due_at", DUE_AT, false),
+        field("task_id", LINK, false),
+        field("thread_id", LINK, false),
+        field("subject_kind", SUBJECT_KIND, false),
+        field("subject_id", LINK, false),
+        field("metadata", METADATA, false),
+    ],
+    forbid_extra: true,
+    after: None,
+};
+
+pub static ACKNOWLEDGE_REQUEST: Model = Model {
+    name: "ScheduleAcknowledgeRequest",
+    fields: &[
+        field("expected_version", Ty::Nullable(&VERSION), false),
+        field("status", Ty::Literal(&["acknowledged", "done"]), false),
+        field("reason", REASON, false),
+    ],
+    forbid_extra: true,
+    after: None,
+};
+
+pub static RETIRE_REQUEST: Model = Model {
+    name: "ScheduleRetireRequest",
+    fields: &[
+        field("expected_version", Ty::Nullable(&VERSION), false),
+        field("reason", REASON, false),
+    ],
+    forbid_extra: true,
+    after: None,
+};
+
+pub static LIST_QUERY: Model = Model {
+    name: "ScheduleListQuery",
+    fields: &[
+        field("status", Ty::Nullable(&Ty::Literal(STATUSES)), false),
+        field("due", QUERY_BOOL, false),
+        field("task_id", LINK, false),
+        field("thread_id", LINK, false),
+        field("subject_kind", SUBJECT_KIND, false),
+        field("subject_id", LINK, false),
+        field("include_retired", QUERY_BOOL, false),
+        field(
+            "limit",
+            Ty::Documented(&Ty::Any, rules::integer::<1, 200>),
+            false,
+        ),
+        field(
+            "offset",
+            Ty::Documented(&Ty::Any, rules::integer::<0, 10_000>),
+            false,
+        ),
+    ],
+    forbid_extra: true,
+    after: None,
+};
+
 /// The path namespaces are checked against (the original's schedule database).
 pub const SCHEDULE_PATH: &str = "memory/schedule/schedule.db";
 
@@ -1232,5 +1338,24 @@ mod tests {
             refusal(patch(&object(r#"{"expected_version":1}"#)).unwrap_err()).1,
             r#"{"detail":{"code":"invalid_schedule_payload","field":"body","message":"patch must include at least one mutable field"}}"#
         );
+    }
+
+    /// The document's models name exactly the keys the hand-written checks accept.
+    #[test]
+    fn the_models_name_the_accepted_keys() {
+        let names = |model: &Model| model.fields.iter().map(|f| f.name).collect::<Vec<_>>();
+        assert_eq!(names(&CREATE_REQUEST), CREATE_KEYS);
+        assert_eq!(names(&UPDATE_REQUEST), PATCH_KEYS);
+        assert_eq!(names(&ACKNOWLEDGE_REQUEST), ACK_KEYS);
+        assert_eq!(names(&RETIRE_REQUEST), RETIRE_KEYS);
+        assert_eq!(names(&LIST_QUERY), LIST_KEYS);
+        for model in [
+            &CREATE_REQUEST,
+            &UPDATE_REQUEST,
+            &ACKNOWLEDGE_REQUEST,
+            &RETIRE_REQUEST,
+        ] {
+            assert!(model.forbid_extra, "{}", model.name);
+        }
     }
 }

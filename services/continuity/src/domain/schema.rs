@@ -46,6 +46,10 @@ pub enum Ty {
     Model(&'static Model),
     /// `Optional[...]`: `null` accepted.
     Nullable(&'static Ty),
+    /// `inner`, validated as such, with JSON Schema keywords for what the service's own rules
+    /// (its 400s) go on to require of the value: a `pattern`, or `if`/`then` across a nested
+    /// model's fields. Only the document reads them.
+    Documented(&'static Ty, fn() -> serde_json::Value),
 }
 
 /// One model field; `required` fields have no default.
@@ -131,6 +135,7 @@ fn validate(ty: &Ty, input: &Json, loc: &Loc, errors: &mut Vec<FieldError>) -> O
             }
         }
         Ty::Any => Some(input.clone()),
+        Ty::Documented(inner, _) => validate(inner, input, loc, errors),
         Ty::Str { min, max } => {
             let Json::String(s) = input else {
                 errors.push(error(
@@ -586,7 +591,21 @@ pub fn json_schema(
             schema
         }
         Ty::Float { ge, le } => bounded("number", ge.map(|v| json!(v)), le.map(|v| json!(v))),
-        Ty::Int { ge, le } => bounded("integer", ge.map(|v| json!(v)), le.map(|v| json!(v))),
+        Ty::Int { ge, le } => {
+            // An integer past i64 is `int_parsing_size` here: the document bounds every one.
+            let (min, max) = (ge.unwrap_or(i64::MIN), le.unwrap_or(i64::MAX));
+            let number = bounded("integer", Some(json!(min)), Some(json!(max)));
+            // pydantic's lax integers: `false` and `true` are read as 0 and 1.
+            let flags: Vec<bool> = [false, true]
+                .into_iter()
+                .filter(|flag| (min..=max).contains(&i64::from(*flag)))
+                .collect();
+            if flags.is_empty() {
+                number
+            } else {
+                json!({"anyOf": [number, {"enum": flags}]})
+            }
+        }
         // pydantic's lax booleans: 0/1 and these words (in any case) are read as booleans.
         Ty::Bool => json!({"anyOf": [
             {"type": "boolean"},
@@ -607,6 +626,19 @@ pub fn json_schema(
         Ty::Any => json!({}),
         Ty::Model(model) => reference(model),
         Ty::Nullable(inner) => json!({"anyOf": [json_schema(inner, reference), {"type": "null"}]}),
+        Ty::Documented(inner, keywords) => {
+            let mut schema = json_schema(inner, reference);
+            // A `$ref` takes no sibling keywords in every reader: the rules join it.
+            if schema.get("$ref").is_some() {
+                schema = json!({"allOf": [schema]});
+            }
+            if let (Some(schema), serde_json::Value::Object(keywords)) =
+                (schema.as_object_mut(), keywords())
+            {
+                schema.extend(keywords);
+            }
+            schema
+        }
     }
 }
 
@@ -631,6 +663,10 @@ impl Model {
         }
         if self.forbid_extra {
             schema["additionalProperties"] = serde_json::Value::Bool(false);
+        }
+        let rules = super::rules::across_fields(self);
+        if !rules.is_empty() {
+            schema["allOf"] = serde_json::Value::Array(rules);
         }
         schema
     }

@@ -11,36 +11,16 @@ use serde_json::{Map, Value};
 
 use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call, request_models};
 use crate::features;
-use crate::forward::{Caller, Query, RawJson};
+use crate::forward::{Caller, Query};
 use crate::route::{Route, Verb, param_grammar};
 
 request_models! {
+    HandoffCreate => noema_continuity::domain::coordination::handoff::CREATE_REQUEST;
+    HandoffConsume => noema_continuity::domain::coordination::handoff::CONSUME_REQUEST;
     SharedCreate => noema_continuity::domain::coordination::shared::CREATE_REQUEST;
     SharedUpdate => noema_continuity::domain::coordination::shared::UPDATE_REQUEST;
     ReconciliationOpen => noema_continuity::domain::coordination::reconciliation::OPEN_REQUEST;
     ReconciliationResolve => noema_continuity::domain::coordination::reconciliation::RESOLVE_REQUEST;
-}
-
-/// `POST /v1/coordination/handoff/create` body.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct HandoffCreate {
-    pub recipient_peer: String,
-    /// user, peer, thread or task: the active capsule handed off
-    pub subject_kind: String,
-    pub subject_id: String,
-    pub task_id: Option<String>,
-    pub thread_id: Option<String>,
-    pub note: Option<String>,
-    /// Noema: {public_key, signature}, Ed25519 over the JCS body without it
-    pub sender_signature: Option<Value>,
-}
-
-/// `POST /v1/coordination/handoff/{handoff_id}/consume` body.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct HandoffConsume {
-    /// accepted_advisory, deferred or rejected
-    pub status: String,
-    pub reason: Option<String>,
 }
 
 /// `GET /v1/coordination/handoffs/query` parameters.
@@ -113,7 +93,7 @@ fn item(id: String, bytes: &[u8]) -> pb::ItemRequest {
     }
 }
 
-async fn handoff_create(caller: Caller, document: RawJson<HandoffCreate>) -> Passed {
+async fn handoff_create(caller: Caller, document: Document<HandoffCreate>) -> Passed {
     let (mut client, request) = call(&caller, body(&document.bytes));
     Ok(Original(
         client.create_handoff(request).await?.into_inner().body,
@@ -137,7 +117,7 @@ async fn handoffs_query(caller: Caller, Query(query): Query<HandoffQueryParams>)
 async fn handoff_consume(
     caller: Caller,
     Path(handoff_id): Path<String>,
-    document: RawJson<HandoffConsume>,
+    document: Document<HandoffConsume>,
 ) -> Passed {
     let (mut client, request) = call(&caller, item(handoff_id, &document.bytes));
     Ok(Original(
@@ -271,6 +251,7 @@ pub fn routes() -> Vec<Route> {
             handoffs_query,
         )
         .query_model(&noema_continuity::domain::coordination::handoff::QUERY)
+        .describe("recipient_peer or sender_peer is required (400 otherwise).")
         .calls("QueryHandoffs")
         .tool(
             "coordination.handoffs_query",
@@ -321,6 +302,7 @@ pub fn routes() -> Vec<Route> {
             shared_query,
         )
         .query_model(&noema_continuity::domain::coordination::shared::QUERY)
+        .describe("owner_peer, participant_peer, task_id or thread_id is required (400 otherwise).")
         .calls("QueryShared")
         .tool("coordination.shared_query", "Query shared artifacts")
         .feature(features::COORDINATION_SHARED_STATE),
@@ -381,6 +363,7 @@ pub fn routes() -> Vec<Route> {
             "coordination.reconciliation_open",
             "Open a reconciliation over conflicting claims",
         )
+        .describe("No two claims share source_kind, source_id and claimant_peer (400 otherwise).")
         .status(404, "Peer or source artifact not found")
         .status(409, "Peer is untrusted")
         .status(400, "sender_signature does not verify")
@@ -397,6 +380,7 @@ pub fn routes() -> Vec<Route> {
             reconciliations_query,
         )
         .query_model(&noema_continuity::domain::coordination::reconciliation::QUERY)
+        .describe("One filter at least is required (400 otherwise).")
         .calls("QueryReconciliations")
         .tool(
             "coordination.reconciliations_query",

@@ -224,7 +224,8 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("RelayForward")
         .tool("messages.relay_forward", "Forward a message through a relay")
-        .status(401, "Invalid signed envelope"),
+        .status(401, "Invalid signed envelope")
+        .status(404, "Unknown signing key"),
         r.route(
             Verb::Post,
             "/v1/replay/messages",

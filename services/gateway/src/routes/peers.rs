@@ -71,6 +71,7 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("RegisterPeer")
         .tool("peers.register", "Create or update a peer registry record")
+        .describe("Registering a known peer at another trust level needs transition_reason (400 otherwise).")
         .feature(features::PEERS_REGISTRY)
         .status(400, "Fingerprint or reason missing or mismatched")
         .status(409, "Trust transition not allowed"),

@@ -12,13 +12,19 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::continuity::{COGNIRELAY, Original, Passed, body, call};
+use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call, request_models};
 use crate::error::ApiError;
-use crate::forward::{Caller, Query, RawJson};
+use crate::forward::{Caller, Query};
 use crate::route::{OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb, param_grammar};
 
-/// A schedule body, passed on as the caller's bytes (possibly empty).
-type Body = RawJson<Map<String, Value>>;
+// Schedule bodies, passed on as the caller's bytes (possibly empty), documented by the
+// service's models of what its checks accept.
+request_models! {
+    ScheduleCreate => noema_continuity::domain::schedule::CREATE_REQUEST;
+    ScheduleUpdate => noema_continuity::domain::schedule::UPDATE_REQUEST;
+    ScheduleAcknowledge => noema_continuity::domain::schedule::ACKNOWLEDGE_REQUEST;
+    ScheduleRetire => noema_continuity::domain::schedule::RETIRE_REQUEST;
+}
 
 /// `GET /v1/schedule/items` parameters.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -82,14 +88,14 @@ impl Reply for Created {
     }
 }
 
-fn item(id: String, document: &Body) -> pb::ItemRequest {
+fn item<M>(id: String, document: &Document<M>) -> pb::ItemRequest {
     pb::ItemRequest {
         id,
         body: document.bytes.to_vec(),
     }
 }
 
-async fn create(caller: Caller, document: Body) -> Result<Created, ApiError> {
+async fn create(caller: Caller, document: Document<ScheduleCreate>) -> Result<Created, ApiError> {
     let (mut client, request) = call(&caller, body(&document.bytes));
     let answer = client.create_schedule_item(request).await?.into_inner();
     Ok(Created {
@@ -137,7 +143,11 @@ async fn list(caller: Caller, Query(params): Query<ScheduleListParams>) -> Passe
     ))
 }
 
-async fn update(caller: Caller, Path(id): Path<String>, document: Body) -> Passed {
+async fn update(
+    caller: Caller,
+    Path(id): Path<String>,
+    document: Document<ScheduleUpdate>,
+) -> Passed {
     let (mut client, request) = call(&caller, item(id, &document));
     Ok(Original(
         client
@@ -148,7 +158,11 @@ async fn update(caller: Caller, Path(id): Path<String>, document: Body) -> Passe
     ))
 }
 
-async fn acknowledge(caller: Caller, Path(id): Path<String>, document: Body) -> Passed {
+async fn acknowledge(
+    caller: Caller,
+    Path(id): Path<String>,
+    document: Document<ScheduleAcknowledge>,
+) -> Passed {
     let (mut client, request) = call(&caller, item(id, &document));
     Ok(Original(
         client
@@ -159,7 +173,11 @@ async fn acknowledge(caller: Caller, Path(id): Path<String>, document: Body) -> 
     ))
 }
 
-async fn retire(caller: Caller, Path(id): Path<String>, document: Body) -> Passed {
+async fn retire(
+    caller: Caller,
+    Path(id): Path<String>,
+    document: Document<ScheduleRetire>,
+) -> Passed {
     let (mut client, request) = call(&caller, item(id, &document));
     Ok(Original(
         client
@@ -187,6 +205,7 @@ pub fn routes() -> Vec<Route> {
             "Create a one-shot reminder or task nudge",
         )
         .feature(crate::features::SCHEDULE_REMINDERS)
+        .describe("due_at must be in the future (422 otherwise).")
         .status(409, "schedule_id or idempotency_key taken by another item")
         .status(422, "Invalid item"),
         r.route(
@@ -206,6 +225,8 @@ pub fn routes() -> Vec<Route> {
             "CogniRelay: scheduled items, earliest due first, with filters",
             list,
         )
+        .query_model(&noema_continuity::domain::schedule::LIST_QUERY)
+        .describe("subject_kind and subject_id are given together or not at all (422 otherwise).")
         .calls("ListScheduleItems")
         .tool("schedule.list", "List scheduled items"),
         r.route(
@@ -217,6 +238,7 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("UpdateScheduleItem")
         .tool("schedule.update", "Patch a pending scheduled item")
+        .describe("expected_version is a JSON integer without a fraction: 7.0 is refused (422).")
         .status(404, "No such item")
         .status(409, "Version or status conflict"),
         r.route(
@@ -231,6 +253,7 @@ pub fn routes() -> Vec<Route> {
             "schedule.acknowledge",
             "Acknowledge or complete a scheduled item",
         )
+        .describe("expected_version is a JSON integer without a fraction: 7.0 is refused (422).")
         .status(404, "No such item")
         .status(409, "Version or status conflict"),
         r.route(
@@ -242,12 +265,16 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("RetireScheduleItem")
         .tool("schedule.retire", "Retire a scheduled item")
+        .describe("expected_version is a JSON integer without a fraction: 7.0 is refused (422).")
         .status(404, "No such item")
         .status(409, "Version or status conflict"),
     ];
     param_grammar(
         routes,
         "schedule_id",
-        &serde_json::json!({"type": "string", "pattern": "^sched_[a-z0-9][a-z0-9_-]{0,57}$"}),
+        &serde_json::json!({
+            "type": "string",
+            "pattern": noema_continuity::domain::rules::SCHEDULE_ID_PATTERN,
+        }),
     )
 }

@@ -12,7 +12,7 @@ use super::super::schema::{Field, Model, Ty};
 use super::super::write::{health_summary, verification_status};
 use super::report::{Failure, validation_error};
 use super::utc_now_text;
-use super::{LIMIT, OFFSET, forbidden, string_array, text, text_or_null};
+use super::{COMMIT_MESSAGE, LIMIT, OFFSET, forbidden, string_array, text, text_or_null};
 
 pub const DIR: &str = "memory/coordination/handoffs";
 pub const PREFIX: &str = "handoff_";
@@ -34,6 +34,11 @@ const OPTIONAL_200: Ty = Ty::Nullable(&Ty::Str {
     min: 0,
     max: Some(200),
 });
+/// A peer a query names: at most 200 characters (`HandoffQuery::from_json`).
+const QUERY_PEER: Ty = Ty::Nullable(&Ty::Documented(
+    &ANY_STR,
+    super::super::rules::at_most::<PEER_CHARS>,
+));
 const OPTIONAL_240: Ty = Ty::Nullable(&Ty::Str {
     min: 0,
     max: Some(240),
@@ -52,7 +57,8 @@ pub static CREATE_REQUEST: Model = Model {
         field("task_id", OPTIONAL_200, false),
         field("thread_id", OPTIONAL_200, false),
         field("note", OPTIONAL_240, false),
-        field("commit_message", Ty::Nullable(&ANY_STR), false),
+        field("commit_message", COMMIT_MESSAGE, false),
+        super::signing::REQUEST_FIELD,
     ],
     forbid_extra: false,
     after: None,
@@ -71,8 +77,8 @@ pub static CONSUME_REQUEST: Model = Model {
 pub static QUERY: Model = Model {
     name: "CoordinationHandoffQuery",
     fields: &[
-        field("recipient_peer", Ty::Nullable(&ANY_STR), false),
-        field("sender_peer", Ty::Nullable(&ANY_STR), false),
+        field("recipient_peer", QUERY_PEER, false),
+        field("sender_peer", QUERY_PEER, false),
         field("status", Ty::Nullable(&Ty::Literal(STATUSES)), false),
         OFFSET,
         LIMIT,

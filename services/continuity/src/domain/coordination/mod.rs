@@ -141,6 +141,13 @@ pub fn paging(object: &JsonObject) -> (usize, usize) {
     (offset, limit)
 }
 
+/// A write's `commit_message`: any text to pydantic, then at most 120 characters
+/// (`check_commit_message`).
+pub const COMMIT_MESSAGE: Ty = Ty::Nullable(&Ty::Documented(
+    &Ty::Str { min: 0, max: None },
+    super::rules::at_most::<120>,
+));
+
 /// The `offset` field every coordination query declares (≥ 0, default 0).
 pub const OFFSET: Field = Field {
     name: "offset",

@@ -15,7 +15,9 @@ use super::super::error::ContinuityError;
 use super::super::json::{Json, JsonObject};
 use super::super::schema::{Field, Model, Ty};
 use super::utc_now_text;
-use super::{LIMIT, OFFSET, forbidden, integer, string_array, strings, text, text_or_null};
+use super::{
+    COMMIT_MESSAGE, LIMIT, OFFSET, forbidden, integer, string_array, strings, text, text_or_null,
+};
 
 pub const DIR: &str = "memory/coordination/reconciliations";
 pub const PREFIX: &str = "recon_";
@@ -47,6 +49,15 @@ const OPTIONAL_200: Ty = Ty::Nullable(&Ty::Str {
     max: Some(200),
 });
 
+/// `check_open`'s and `resolve`'s bounds, beyond the model's.
+const TITLE: Ty = Ty::Documented(&ANY_STR, super::super::rules::chars::<1, 120>);
+const SUMMARY: Ty = Ty::Documented(&ANY_STR, super::super::rules::chars::<1, 240>);
+const EVIDENCE: Ty = Ty::Documented(&ANY_STR, super::super::rules::chars::<1, 160>);
+/// `check_open`: two claims at least (the model allows fewer), no two the same.
+fn two_claims() -> serde_json::Value {
+    serde_json::json!({"minItems": 2, "uniqueItems": true})
+}
+
 const fn field(name: &'static str, ty: Ty, required: bool) -> Field {
     Field { name, ty, required }
 }
@@ -71,12 +82,12 @@ pub static CLAIM: Model = Model {
             },
             true,
         ),
-        field("claim_summary", ANY_STR, true),
+        field("claim_summary", SUMMARY, true),
         field("epistemic_status", Ty::Literal(EPISTEMIC), true),
         field(
             "evidence_refs",
             Ty::List {
-                item: &ANY_STR,
+                item: &EVIDENCE,
                 min: None,
                 max: Some(4),
             },
@@ -100,20 +111,24 @@ pub static OPEN_REQUEST: Model = Model {
     fields: &[
         field("task_id", OPTIONAL_200, false),
         field("thread_id", OPTIONAL_200, false),
-        field("title", ANY_STR, true),
-        field("summary", Ty::Nullable(&ANY_STR), false),
+        field("title", TITLE, true),
+        field("summary", Ty::Nullable(&SUMMARY), false),
         field("classification", Ty::Literal(CLASSIFICATIONS), true),
         field("trigger", Ty::Literal(TRIGGERS), true),
         field(
             "claims",
-            Ty::List {
-                item: &Ty::Model(&CLAIM),
-                min: None,
-                max: Some(4),
-            },
+            Ty::Documented(
+                &Ty::List {
+                    item: &Ty::Model(&CLAIM),
+                    min: None,
+                    max: Some(4),
+                },
+                two_claims,
+            ),
             false,
         ),
-        field("commit_message", Ty::Nullable(&ANY_STR), false),
+        field("commit_message", COMMIT_MESSAGE, false),
+        super::signing::REQUEST_FIELD,
     ],
     forbid_extra: true,
     after: None,
@@ -131,8 +146,9 @@ pub static RESOLVE_REQUEST: Model = Model {
             true,
         ),
         field("outcome", Ty::Literal(OUTCOMES), true),
-        field("resolution_summary", Ty::Nullable(&ANY_STR), false),
-        field("commit_message", Ty::Nullable(&ANY_STR), false),
+        field("resolution_summary", Ty::Nullable(&SUMMARY), false),
+        field("commit_message", COMMIT_MESSAGE, false),
+        super::signing::REQUEST_FIELD,
     ],
     forbid_extra: true,
     after: None,

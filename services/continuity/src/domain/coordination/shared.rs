@@ -9,7 +9,9 @@ use super::super::error::ContinuityError;
 use super::super::json::{Json, JsonObject};
 use super::super::schema::{Field, Model, Ty};
 use super::utc_now_text;
-use super::{LIMIT, OFFSET, forbidden, integer, string_array, strings, text, text_or_null};
+use super::{
+    COMMIT_MESSAGE, LIMIT, OFFSET, forbidden, integer, string_array, strings, text, text_or_null,
+};
 
 pub const DIR: &str = "memory/coordination/shared";
 pub const PREFIX: &str = "shared_";
@@ -26,8 +28,15 @@ const OPTIONAL_200: Ty = Ty::Nullable(&Ty::Str {
     min: 0,
     max: Some(200),
 });
+/// `check_state`'s bounds, beyond the model's.
+const TITLE: Ty = Ty::Documented(&ANY_STR, super::super::rules::chars::<1, 120>);
+const SUMMARY: Ty = Ty::Nullable(&Ty::Documented(
+    &ANY_STR,
+    super::super::rules::chars::<1, 240>,
+));
+const ITEM: Ty = Ty::Documented(&ANY_STR, super::super::rules::chars::<1, 160>);
 const ITEMS: Ty = Ty::List {
-    item: &ANY_STR,
+    item: &ITEM,
     min: None,
     max: Some(8),
 };
@@ -50,12 +59,13 @@ pub static CREATE_REQUEST: Model = Model {
         ),
         field("task_id", OPTIONAL_200, false),
         field("thread_id", OPTIONAL_200, false),
-        field("title", ANY_STR, true),
-        field("summary", Ty::Nullable(&ANY_STR), false),
+        field("title", TITLE, true),
+        field("summary", SUMMARY, false),
         field("constraints", ITEMS, false),
         field("drift_signals", ITEMS, false),
         field("coordination_alerts", ITEMS, false),
-        field("commit_message", Ty::Nullable(&ANY_STR), false),
+        field("commit_message", COMMIT_MESSAGE, false),
+        super::signing::REQUEST_FIELD,
     ],
     forbid_extra: false,
     after: None,
@@ -72,12 +82,13 @@ pub static UPDATE_REQUEST: Model = Model {
             },
             true,
         ),
-        field("title", ANY_STR, true),
-        field("summary", Ty::Nullable(&ANY_STR), false),
+        field("title", TITLE, true),
+        field("summary", SUMMARY, false),
         field("constraints", ITEMS, false),
         field("drift_signals", ITEMS, false),
         field("coordination_alerts", ITEMS, false),
-        field("commit_message", Ty::Nullable(&ANY_STR), false),
+        field("commit_message", COMMIT_MESSAGE, false),
+        super::signing::REQUEST_FIELD,
     ],
     forbid_extra: true,
     after: None,

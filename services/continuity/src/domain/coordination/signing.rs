@@ -42,6 +42,7 @@ use time::OffsetDateTime;
 
 use super::super::error::ContinuityError;
 use super::super::json::{Json, JsonObject};
+use super::super::schema::{Field, Model, Ty};
 use super::{forbidden, text, utc_now_text};
 
 /// The request and artifact member that carries a signature.
@@ -57,6 +58,35 @@ pub const REQUIRE_SIGNED: &str = "require_signed_writes";
 const ALGORITHM: &str = "ed25519";
 const CANONICALIZATION: &str = "jcs-rfc8785";
 const MAX_AGENT_ID: usize = 200;
+
+const ANY_STR: Ty = Ty::Str { min: 0, max: None };
+
+/// The signature member as a request carries it, for the document: [`take`] takes it off the
+/// body before the write's own model validates the rest (its 400 when malformed).
+pub static PRESENTED: Model = Model {
+    name: "SenderSignature",
+    fields: &[
+        Field {
+            name: "public_key",
+            ty: ANY_STR,
+            required: true,
+        },
+        Field {
+            name: "signature",
+            ty: ANY_STR,
+            required: true,
+        },
+    ],
+    forbid_extra: false,
+    after: None,
+};
+
+/// The optional `sender_signature` field every signed write's model declares.
+pub const REQUEST_FIELD: Field = Field {
+    name: FIELD,
+    ty: Ty::Model(&PRESENTED),
+    required: false,
+};
 
 /// A signature as a request carries it, not yet checked.
 #[derive(Debug, Clone, PartialEq)]
