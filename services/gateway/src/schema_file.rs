@@ -7,9 +7,10 @@
 //! definitions beside it (`Plan.step`), with its `#/$defs/…` references pointing there,
 //! and its `$schema` and `$id` go (a component is not a schema resource of its own).
 //!
-//! An MCP tool's input schema says only `{"type": "object"}` with the file's title: every
-//! token's `tools/list` carries the tool schemas (under 48 KiB for the owner), and the
-//! service checks the document when the tool is called, as for a REST call.
+//! An MCP tool's input schema says nothing of the document (any JSON, as for a
+//! `serde_json::Value`): every token's `tools/list` carries the tool schemas (under 48 KiB
+//! for the owner), and the service checks the document when the tool is called, as for a
+//! REST call.
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
@@ -42,41 +43,38 @@ impl<'de, F> Deserialize<'de> for Checked<F> {
     }
 }
 
+// Inlined as far as schemars knows: the definition is added here, and only for the
+// document (a tool schema is `true`, as a `Value`'s is, with no definition).
 impl<F: SchemaFile> JsonSchema for Checked<F> {
+    fn inline_schema() -> bool {
+        true
+    }
+
     fn schema_name() -> Cow<'static, str> {
         F::NAME.into()
     }
 
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         if for_tools(generator) {
-            return object_only(F::text());
+            return Schema::from(true);
         }
         let definitions = generator
             .settings()
             .definitions_path
             .trim_end_matches('/')
             .to_owned();
-        let (root, defs) = file_schema(F::NAME, F::text(), &definitions);
-        generator.definitions_mut().extend(defs);
-        Schema::try_from(root).unwrap_or_else(|_| Schema::default())
+        if !generator.definitions().contains_key(F::NAME) {
+            let (root, defs) = file_schema(F::NAME, F::text(), &definitions);
+            generator.definitions_mut().extend(defs);
+            generator.definitions_mut().insert(F::NAME.to_owned(), root);
+        }
+        Schema::try_from(json!({"$ref": format!("#{definitions}/{}", F::NAME)})).unwrap_or_default()
     }
 }
 
-/// Whether `generator` makes MCP tool schemas, where a file is only an object.
+/// Whether `generator` makes MCP tool schemas, where a document is any JSON.
 pub fn for_tools(generator: &SchemaGenerator) -> bool {
     generator.settings().definitions_path == crate::route::TOOL_DEFINITIONS
-}
-
-/// An object, titled as the file `text` is.
-fn object_only(text: &str) -> Schema {
-    let title = serde_json::from_str::<Value>(text)
-        .ok()
-        .and_then(|file| file.get("title").cloned());
-    let mut schema = json!({"type": "object"});
-    if let Some(title) = title {
-        schema["title"] = title;
-    }
-    Schema::try_from(schema).unwrap_or_default()
 }
 
 /// The file `text` as the definition `name` whose definitions live at the pointer

@@ -203,7 +203,7 @@ fn tool_spec(
 /// `schema` without what tells an MCP client nothing, since every token's `tools/list` carries
 /// it (the 48 KB budget): defaults equal to leaving the argument out (`null`, `[]`,
 /// `""`), schemars' Rust integer and float widths (`"format": "uint64"`, not JSON Schema
-/// formats), and `null` as an alternative for an optional property (leaving it out says the
+/// formats, and a `u64`'s `"maximum"`), and `null` as an alternative for an optional property (leaving it out says the
 /// same). A client following the compact schema sends what the full one allows.
 fn compact(schema: Value) -> Value {
     match schema {
@@ -220,6 +220,9 @@ fn compact(schema: Value) -> Value {
                 .is_some_and(|format| RUST_NUMBER_FORMATS.contains(&format))
             {
                 map.remove("format");
+            }
+            if map.get("maximum").and_then(Value::as_u64) == Some(u64::MAX) {
+                map.remove("maximum");
             }
             let required: BTreeSet<String> = map
                 .get("required")
@@ -375,6 +378,7 @@ mod tests {
             "type": "object",
             "properties": {
                 "limit": {"type": ["integer", "null"], "format": "uint32", "minimum": 0, "default": null},
+                "turn": {"type": "integer", "format": "uint64", "minimum": 0, "maximum": u64::MAX},
                 "tags": {"type": "array", "items": {"type": "string"}, "default": []},
                 "mode": {"type": "string", "default": "fast"},
                 "when": {"anyOf": [{"$ref": "#/$defs/When"}, {"type": "null"}], "description": "d"},
@@ -388,6 +392,7 @@ mod tests {
                 "type": "object",
                 "properties": {
                     "limit": {"type": "integer", "minimum": 0},
+                    "turn": {"type": "integer", "minimum": 0},
                     "tags": {"type": "array", "items": {"type": "string"}},
                     "mode": {"type": "string", "default": "fast"},
                     "when": {"$ref": "#/$defs/When", "description": "d"},

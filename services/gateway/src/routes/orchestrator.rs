@@ -97,6 +97,8 @@ pub struct ApproveInput {
     #[serde(default)]
     pub request_id: String,
     /// The Approval.
+    // (`skip_serializing_if` only keeps schemars from documenting a `null` default here and
+    // below, which the schema file does not allow.)
     #[serde(default)]
     #[schemars(with = "Checked<ApprovalFile>", skip_serializing_if = "Value::is_null")]
     pub approval: Value,

@@ -201,13 +201,17 @@ impl<'de> Deserialize<'de> for ResponseSourceInput {
 }
 
 impl JsonSchema for ResponseSourceInput {
+    fn inline_schema() -> bool {
+        true
+    }
+
     fn schema_name() -> Cow<'static, str> {
         "ResponseSourceInput".into()
     }
 
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         if crate::schema_file::for_tools(generator) {
-            return generator.subschema_for::<Checked<ResponseSourceFile>>();
+            return Schema::from(true);
         }
         let envelope = generator.subschema_for::<Checked<ResponseSourceFile>>();
         let chat = generator.subschema_for::<Checked<LlmChatInterfaceFile>>();
@@ -229,11 +233,18 @@ impl<'de> Deserialize<'de> for JsonSchemaInput {
 }
 
 impl JsonSchema for JsonSchemaInput {
+    fn inline_schema() -> bool {
+        true
+    }
+
     fn schema_name() -> Cow<'static, str> {
         "JsonSchemaInput".into()
     }
 
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        if crate::schema_file::for_tools(generator) {
+            return Schema::from(true);
+        }
         schemars::json_schema!({
             "description": "A JSON Schema (draft 2020-12): an object or a boolean",
             "type": ["object", "boolean"]
