@@ -12,6 +12,7 @@ pub mod openapi;
 pub mod reply;
 pub mod route;
 pub mod routes;
+pub mod schema_file;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -280,6 +280,54 @@ mod tests {
     }
 
     #[test]
+    fn object_bodies_are_the_services_own_schema_files() {
+        use noema_orchestrator::domain::schema::SchemaName;
+        use noema_world::domain::schema::Builtin;
+
+        let doc = document();
+        let body = |path: &str| {
+            let schema =
+                &doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"];
+            schema["$ref"].as_str().unwrap().to_owned()
+        };
+        let component = |reference: &str| {
+            let name = reference.trim_start_matches("#/components/schemas/");
+            doc["components"]["schemas"][name].clone()
+        };
+        let file = |text: &str| -> Value { serde_json::from_str(text).unwrap() };
+        for (path, text) in [
+            ("/plan", SchemaName::Plan.text()),
+            ("/cognition-profiles", Builtin::CognitionProfile.text()),
+            ("/cognition-workflows", Builtin::CognitionWorkflow.text()),
+            ("/scenarios", Builtin::Scenario.text()),
+        ] {
+            let documented = component(&body(path));
+            let file = file(text);
+            for keyword in ["required", "additionalProperties", "title"] {
+                assert_eq!(documented[keyword], file[keyword], "{path} {keyword}");
+            }
+            assert!(documented.get("$defs").is_none(), "{path}");
+        }
+        let approve = component(&body("/approve"));
+        assert_eq!(
+            approve["properties"]["approval"]["$ref"],
+            "#/components/schemas/Approval"
+        );
+        assert!(approve.pointer("/properties/approval/default").is_none());
+        assert_eq!(
+            component("#/components/schemas/Plan")["properties"]["steps"]["items"]["$ref"],
+            "#/components/schemas/Plan.step"
+        );
+        // MCP tools take these documents as any JSON, as before (the tools/list budget).
+        let tool = crate::mcp::tools::table().get("orchestrator.plan").unwrap();
+        let schema = serde_json::to_value(&tool.tool.input_schema).unwrap();
+        assert_eq!(
+            schema,
+            json!({"type": "object", "properties": {"body": true}, "required": ["body"]})
+        );
+    }
+
+    #[test]
     fn bodies_errors_and_scopes_come_from_the_declarations() {
         let doc = document();
         let create = &doc["paths"]["/diaries/{id}/entries"]["post"];

@@ -287,6 +287,11 @@ impl Routes {
     }
 }
 
+/// Where an MCP tool's input schema keeps its definitions; a generator with this path
+/// makes tool schemas, which every token's `tools/list` carries (see
+/// [`crate::schema_file::for_tools`]).
+pub const TOOL_DEFINITIONS: &str = "/$defs";
+
 /// The JSON Schema generators of one document: request types are described as they
 /// are read, response types as they are written.
 pub struct Schemas {
@@ -309,11 +314,12 @@ impl Schemas {
         }
     }
 
-    /// Generators for MCP tool input schemas: `$ref`s point into the tool's own `$defs`.
+    /// Generators for MCP tool input schemas: `$ref`s point into the tool's own `$defs`
+    /// ([`TOOL_DEFINITIONS`]).
     pub fn for_tools() -> Schemas {
         let settings = || {
             SchemaSettings::draft2020_12().with(|s| {
-                s.definitions_path = "/$defs".into();
+                s.definitions_path = TOOL_DEFINITIONS.into();
                 s.meta_schema = None;
             })
         };

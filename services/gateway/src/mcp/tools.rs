@@ -202,10 +202,11 @@ fn tool_spec(
 
 /// `schema` without what tells an MCP client nothing, since every token's `tools/list` carries
 /// it (the 48 KB budget): defaults equal to leaving the argument out (`null`, `[]`,
-/// `""`), `"additionalProperties": true` (the default), and `null` as an alternative for an
-/// optional property (leaving it out says the same). A client following the compact schema
-/// sends what the full one allows. (Formats, schemars' Rust number widths among them, go
-/// with the grammar: [`without_grammar`].)
+/// `""`), `"additionalProperties": true` (the default), a `u64`'s `"maximum"` (the type's
+/// own bound), and `null` as an alternative for an optional property (leaving it out says
+/// the same). A client following the compact schema sends what the full one allows.
+/// (Formats, schemars' Rust number widths among them, go with the grammar:
+/// [`without_grammar`].)
 fn compact(schema: Value) -> Value {
     match schema {
         Value::Object(mut map) => {
@@ -218,6 +219,9 @@ fn compact(schema: Value) -> Value {
             // The default: any other property is allowed.
             if map.get("additionalProperties") == Some(&Value::Bool(true)) {
                 map.remove("additionalProperties");
+            }
+            if map.get("maximum").and_then(Value::as_u64) == Some(u64::MAX) {
+                map.remove("maximum");
             }
             let required: BTreeSet<String> = map
                 .get("required")
@@ -367,6 +371,7 @@ mod tests {
             "type": "object",
             "properties": {
                 "limit": {"type": ["integer", "null"], "minimum": 0, "default": null},
+                "turn": {"type": "integer", "minimum": 0, "maximum": u64::MAX},
                 "tags": {"type": "array", "items": {"type": "string"}, "default": []},
                 "meta": {"type": "object", "additionalProperties": true},
                 "strict": {"type": "object", "additionalProperties": false},
@@ -382,6 +387,7 @@ mod tests {
                 "type": "object",
                 "properties": {
                     "limit": {"type": "integer", "minimum": 0},
+                    "turn": {"type": "integer", "minimum": 0},
                     "tags": {"type": "array", "items": {"type": "string"}},
                     "meta": {"type": "object"},
                     "strict": {"type": "object", "additionalProperties": false},

@@ -6,6 +6,7 @@
 //! naming the field, 404 for an unknown request (`ErrorStyle::CognitiveOs`).
 
 use axum::extract::Path;
+use noema_orchestrator::domain::schema::SchemaName;
 use noema_proto::common::v1::PageRequest;
 use noema_proto::orchestrator::v1 as pb;
 use schemars::JsonSchema;
@@ -18,6 +19,7 @@ use crate::forward::{Caller, JsonBody, Query, RawJson};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, Created, Creates};
 use crate::route::{Route, Routes, Verb};
+use crate::schema_file::{Checked, schema_files};
 
 const ORCHESTRATOR: Routes = Routes::new(
     "orchestrator",
@@ -47,6 +49,15 @@ fn page(limit: Option<&str>, cursor: Option<String>) -> Option<PageRequest> {
 
 fn next_cursor(page: Option<noema_proto::common::v1::PageResponse>) -> Option<String> {
     page.map(|p| p.next_page_token).filter(|t| !t.is_empty())
+}
+
+// The seed's objects, documented by the schema files the orchestrator validates them with.
+schema_files! {
+    PlanFile => "Plan", SchemaName::Plan.text();
+    RiskReportFile => "RiskReport", SchemaName::RiskReport.text();
+    ApprovalFile => "Approval", SchemaName::Approval.text();
+    ExecTraceFile => "ExecTrace", SchemaName::ExecTrace.text();
+    EvalResultFile => "EvalResult", SchemaName::EvalResult.text();
 }
 
 // Request bodies default every field, so that the service, not the body parser, answers
@@ -81,11 +92,15 @@ pub struct RiskBody {
 
 /// `POST /approve`'s body.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("required" = ["approval"]))]
 pub struct ApproveInput {
     #[serde(default)]
     pub request_id: String,
     /// The Approval.
+    // (`skip_serializing_if` only keeps schemars from documenting a `null` default here and
+    // below, which the schema file does not allow.)
     #[serde(default)]
+    #[schemars(with = "Checked<ApprovalFile>", skip_serializing_if = "Value::is_null")]
     pub approval: Value,
     /// Standard base64 of the Ed25519 signature over the JCS bytes of
     /// `{"approval": <Approval>, "request_id": "<request_id>"}`.
@@ -122,7 +137,7 @@ pub struct TraceBody {
 
 /// `POST /evaluate`'s body.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(extend("required" = ["evaluator_id"]))]
+#[schemars(extend("required" = ["evaluator_id", "eval_result"]))]
 pub struct EvaluateInput {
     #[serde(default)]
     pub request_id: String,
@@ -132,6 +147,10 @@ pub struct EvaluateInput {
     pub evaluator_id: String,
     /// The EvalResult.
     #[serde(default)]
+    #[schemars(
+        with = "Checked<EvalResultFile>",
+        skip_serializing_if = "Value::is_null"
+    )]
     pub eval_result: Value,
 }
 
@@ -238,6 +257,7 @@ pub struct RequestBody {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RequestQuery {
     /// `events`: rebuild the request from its events and compare with the live state
+    #[schemars(extend("enum" = ["", "live", "events"]))]
     from: Option<String>,
     /// Events and evaluations included: default 100, at most 1000
     limit: Option<String>,
@@ -251,7 +271,7 @@ pub struct ListQuery {
     state: Option<String>,
     /// Items to return: default 50, at most 200
     limit: Option<String>,
-    /// `next_cursor` of the previous page
+    /// `next_cursor` of the previous page, as given (opaque: any other text is refused with 400)
     cursor: Option<String>,
 }
 
@@ -260,7 +280,7 @@ pub struct ListQuery {
 pub struct PageQuery {
     /// Items to return: default 50, at most 200
     limit: Option<String>,
-    /// `next_cursor` of the previous page
+    /// `next_cursor` of the previous page, as given (opaque: any other text is refused with 400)
     cursor: Option<String>,
 }
 
@@ -358,20 +378,44 @@ pub struct SchemasBody {
     pub schemas: Vec<String>,
 }
 
-/// A gold task's known answer.
+/// A gold task's known answer: scores with 0 ≤ min_score ≤ max_score ≤ 1.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct GoldAnswerBody {
     pub pass: bool,
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub min_score: f64,
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub max_score: f64,
 }
 
-/// `POST /gold`'s body: from a traced request, or from the objects themselves.
+/// `POST /gold`'s body: from a traced request (`from_request_id`), or else from the
+/// objects themselves (a Plan and an ExecTrace, and a RiskReport if there was one; null is
+/// absent).
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("anyOf" = [
+    {"required": ["from_request_id"], "properties": {"from_request_id": {"minLength": 1}}},
+    {"required": ["plan", "exec_trace"],
+     "properties": {"plan": {"type": "object"}, "exec_trace": {"type": "object"}}}
+]))]
 pub struct GoldInput {
     pub from_request_id: Option<String>,
+    #[serde(default)]
+    #[schemars(
+        with = "Option<Checked<PlanFile>>",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub plan: Option<Value>,
+    #[serde(default)]
+    #[schemars(
+        with = "Option<Checked<RiskReportFile>>",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub risk_report: Option<Value>,
+    #[serde(default)]
+    #[schemars(
+        with = "Option<Checked<ExecTraceFile>>",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub exec_trace: Option<Value>,
     #[serde(default)]
     pub answer: GoldAnswerBody,
@@ -436,7 +480,7 @@ fn json_bytes(value: &Value) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_default()
 }
 
-async fn plan(caller: Caller, body: RawJson<Value>) -> Creates<PlanBody> {
+async fn plan(caller: Caller, body: RawJson<Checked<PlanFile>>) -> Creates<PlanBody> {
     let request = pb::PlanRequest {
         plan: body.bytes.to_vec(),
     };
@@ -932,7 +976,8 @@ pub fn routes() -> Vec<Route> {
             .calls("GetSchema")
             .status(404, "No such schema"),
         r.route(Verb::Post, "/gold", "addGoldTask", "Add a gold task (known answer) for evaluator calibration", add_gold)
-            .calls("AddGoldTask"),
+            .calls("AddGoldTask")
+            .status(UNKNOWN_REQUEST.0, UNKNOWN_REQUEST.1),
         r.route(Verb::Get, "/evaluators/{id}", "getEvaluator", "An evaluator's gold record and influence", evaluator)
             .calls("GetEvaluator")
             .status(404, "The evaluator has not voted"),

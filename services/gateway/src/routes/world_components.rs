@@ -5,10 +5,13 @@
 //! accepts `?format=json`. Each route is declared once here; its MCP tool (issue 17) is
 //! declared on the same value.
 
+use std::borrow::Cow;
+
 use axum::extract::Path;
 use noema_proto::common::v1::PageRequest;
 use noema_proto::world::v1 as pb;
-use schemars::JsonSchema;
+use noema_world::domain::schema::Builtin;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -17,6 +20,7 @@ use crate::forward::{Caller, JsonBody, RepeatedQuery, first};
 use crate::go_json::GoJson;
 use crate::reply::{Answer, CreatedOrFound};
 use crate::route::{Route, Routes, Verb, param_grammar};
+use crate::schema_file::{Checked, schema_files};
 
 pub const WORLD: Routes = Routes::new("world", ErrorStyle::Noema, "noema.world.v1.WorldService");
 
@@ -176,6 +180,78 @@ pub struct ForkBody {
     pub lineage: Value,
 }
 
+// The components, documented by the schema files the world service checks them with.
+schema_files! {
+    ResponseSourceFile => "ResponseSource", Builtin::ResponseSource.text();
+    LlmChatInterfaceFile => "LlmChatCompletionsInterface", Builtin::LlmChatInterface.text();
+    HttpJsonInterfaceFile => "HttpJsonInterface", Builtin::HttpJsonInterface.text();
+    CognitionWorkflowFile => "CognitionWorkflow", Builtin::CognitionWorkflow.text();
+    CognitionProfileFile => "CognitionProfile", Builtin::CognitionProfile.text();
+    ScenarioFile => "Scenario", Builtin::Scenario.text();
+}
+
+/// A response source as the world service accepts it: the envelope's schema, with an
+/// `interface` of one of the standard kinds (each kind's own schema).
+pub struct ResponseSourceInput(pub Value);
+
+impl<'de> Deserialize<'de> for ResponseSourceInput {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(ResponseSourceInput)
+    }
+}
+
+impl JsonSchema for ResponseSourceInput {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        "ResponseSourceInput".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        if crate::schema_file::for_tools(generator) {
+            return Schema::from(true);
+        }
+        let envelope = generator.subschema_for::<Checked<ResponseSourceFile>>();
+        let chat = generator.subschema_for::<Checked<LlmChatInterfaceFile>>();
+        let http = generator.subschema_for::<Checked<HttpJsonInterfaceFile>>();
+        schemars::json_schema!({
+            "allOf": [envelope, {"properties": {"interface": {"oneOf": [chat, http]}}}]
+        })
+    }
+}
+
+/// A JSON Schema (an object or a boolean), checked against the 2020-12 meta-schema by
+/// the world service.
+pub struct JsonSchemaInput(pub Value);
+
+impl<'de> Deserialize<'de> for JsonSchemaInput {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(JsonSchemaInput)
+    }
+}
+
+impl JsonSchema for JsonSchemaInput {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        "JsonSchemaInput".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        if crate::schema_file::for_tools(generator) {
+            return Schema::from(true);
+        }
+        schemars::json_schema!({
+            "description": "A JSON Schema (draft 2020-12): an object or a boolean",
+            "type": ["object", "boolean"]
+        })
+    }
+}
+
 /// What to fork from.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[schemars(extend("required" = ["label"]))]
@@ -188,8 +264,32 @@ pub struct ForkInput {
     #[serde(default)]
     pub world_slug: Option<String>,
     /// The committed turn of `world_slug` to start from.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schemars(range(max = u64::MAX))]
     pub turn: Option<u64>,
+}
+
+/// A JSON number that is a whole number from 0 to `u64::MAX`, however written: JSON Schema's
+/// `integer` includes `3.0`, and so does this (serde's `u64` alone refuses it).
+fn whole_number<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
+    let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    if let Some(whole) = number.as_u64() {
+        return Ok(Some(whole));
+    }
+    // Below 2^64 (`u64::MAX as f64` is 2^64 itself), an integral f64 converts exactly.
+    match number.as_f64() {
+        Some(float) if float.fract() == 0.0 && (0.0..u64::MAX as f64).contains(&float) => {
+            Ok(Some(float as u64))
+        }
+        _ => Err(serde::de::Error::custom(format!(
+            "invalid value: {number}, expected a whole number from 0 to {}",
+            u64::MAX
+        ))),
+    }
 }
 
 /// The component kinds by their REST collection.
@@ -355,14 +455,14 @@ async fn uses(caller: &Caller, kind: Kind, hash: String, query: &FormatQuery) ->
     }))
 }
 
-/// The handler of a put of one kind.
+/// The handler of a put of one kind, whose body is read (and documented) as `$body`.
 macro_rules! put_route {
-    ($kind:expr, $put:ident) => {
+    ($kind:expr, $put:ident, $body:ty, $document:ident => $value:expr) => {
         async fn $put(
             caller: Caller,
-            JsonBody(document): JsonBody<Value>,
+            JsonBody($document): JsonBody<$body>,
         ) -> Result<CreatedOrFound<HashBody>, ApiError> {
-            put(&caller, $kind, &document).await
+            put(&caller, $kind, &$value).await
         }
     };
 }
@@ -395,10 +495,20 @@ macro_rules! read_routes {
     };
 }
 
-put_route!(Kind::JsonSchema, put_json_schema);
-put_route!(Kind::ResponseSource, put_response_source);
-put_route!(Kind::CognitionWorkflow, put_cognition_workflow);
-put_route!(Kind::CognitionProfile, put_cognition_profile);
+put_route!(Kind::JsonSchema, put_json_schema, JsonSchemaInput, body => body.0);
+put_route!(Kind::ResponseSource, put_response_source, ResponseSourceInput, body => body.0);
+put_route!(
+    Kind::CognitionWorkflow,
+    put_cognition_workflow,
+    Checked<CognitionWorkflowFile>,
+    body => body.document
+);
+put_route!(
+    Kind::CognitionProfile,
+    put_cognition_profile,
+    Checked<CognitionProfileFile>,
+    body => body.document
+);
 read_routes!(
     Kind::JsonSchema,
     list_json_schemas,
@@ -503,10 +613,10 @@ async fn world_patch_schema(
 
 async fn assemble_scenario(
     caller: Caller,
-    JsonBody(document): JsonBody<Value>,
+    JsonBody(body): JsonBody<Checked<ScenarioFile>>,
 ) -> Result<CreatedOrFound<HashBody>, ApiError> {
     let request = pb::AssembleScenarioRequest {
-        document_json: document_bytes(&document)?,
+        document_json: document_bytes(&body.document)?,
     };
     let reply = caller
         .world()
@@ -814,4 +924,50 @@ pub fn routes() -> Vec<Route> {
             "json_schema", "response_source", "cognition_workflow", "cognition_profile", "scenario"
         ]}),
     )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn turn(body: &str) -> Result<Option<u64>, ApiError> {
+        crate::forward::json_body::<ForkInput>(body.as_bytes()).map(|input| input.turn)
+    }
+
+    #[test]
+    fn a_fork_turn_is_any_whole_number_the_document_allows() {
+        assert_eq!(turn(r#"{"label": "a"}"#).unwrap(), None);
+        assert_eq!(turn(r#"{"label": "a", "turn": null}"#).unwrap(), None);
+        assert_eq!(turn(r#"{"label": "a", "turn": 7}"#).unwrap(), Some(7));
+        assert_eq!(
+            turn(r#"{"label": "a", "turn": 20232164.0}"#).unwrap(),
+            Some(20_232_164)
+        );
+        assert_eq!(
+            turn(r#"{"label": "a", "turn": 18446744073709551615}"#).unwrap(),
+            Some(u64::MAX)
+        );
+        for refused in [
+            "1.5",
+            "-1",
+            "-1.0",
+            "18446744073709551616",
+            "3.1e19",
+            "\"1\"",
+        ] {
+            let body = format!(r#"{{"label": "a", "turn": {refused}}}"#);
+            assert!(turn(&body).is_err(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn the_fork_turn_is_documented_up_to_u64_max() {
+        let mut schemas = crate::route::Schemas::for_openapi();
+        schemas.requests.subschema_for::<ForkInput>();
+        let definitions = schemas.definitions();
+        let turn = &definitions["ForkInput"]["properties"]["turn"];
+        assert_eq!(turn["maximum"], u64::MAX, "{turn}");
+        assert_eq!(turn["minimum"], 0, "{turn}");
+    }
 }

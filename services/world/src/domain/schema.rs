@@ -155,7 +155,8 @@ impl Builtin {
         }
     }
 
-    fn text(self) -> &'static str {
+    /// The schema document as shipped (the gateway documents bodies with it).
+    pub fn text(self) -> &'static str {
         match self {
             Builtin::WorldPatch => include_str!("../../schemas/world_patch.schema.json"),
             Builtin::ToolLoopOutput => include_str!("../../schemas/tool_loop_output.schema.json"),
