@@ -917,6 +917,7 @@ pub fn routes() -> Vec<Route> {
     vec![
         r.route(Verb::Post, "/plan", "plan", "Create a request from a Plan (RECEIVED → PLANNED)", plan)
             .calls("Plan")
+            .describe("A plan's step_ids are unique among its steps (422 otherwise).")
             .tool("orchestrator.plan", "Create a governed request from a Plan")
             .feature(features::ORCHESTRATOR_RUNTIME),
         changes(
@@ -957,6 +958,7 @@ pub fn routes() -> Vec<Route> {
             .status(UNKNOWN_REQUEST.0, UNKNOWN_REQUEST.1),
         r.route(Verb::Get, "/requests/{id}/events", "listRequestEvents", "A request's hash-chained events, oldest first", list_events)
             .calls("ListEvents")
+            .describe("cursor: only one an earlier page returned (400 otherwise).")
             .status(UNKNOWN_REQUEST.0, UNKNOWN_REQUEST.1),
         r.route(Verb::Get, "/approvals/pending", "listPendingApprovals", "Requests waiting for approval, and since when", pending)
             .calls("ListPendingApprovals")
@@ -977,6 +979,10 @@ pub fn routes() -> Vec<Route> {
             .status(404, "No such schema"),
         r.route(Verb::Post, "/gold", "addGoldTask", "Add a gold task (known answer) for evaluator calibration", add_gold)
             .calls("AddGoldTask")
+            .describe(
+                "The plan's step_ids are unique (422 otherwise); min_score ≤ max_score, and a \
+                 from_request_id names a request with a trace (400 otherwise).",
+            )
             .status(UNKNOWN_REQUEST.0, UNKNOWN_REQUEST.1),
         r.route(Verb::Get, "/evaluators/{id}", "getEvaluator", "An evaluator's gold record and influence", evaluator)
             .calls("GetEvaluator")

@@ -749,6 +749,7 @@ pub fn routes() -> Vec<Route> {
             put_cognition_workflow,
         )
         .calls("PutComponent")
+        .describe("Node ids are unique, and edges and references resolve (400 otherwise).")
         .tool(
             "put_cognition_workflow",
             "Store a cognition workflow component",
@@ -789,6 +790,7 @@ pub fn routes() -> Vec<Route> {
             put_cognition_profile,
         )
         .calls("PutComponent")
+        .describe("workflow_ref names a stored workflow (400 otherwise).")
         .tool(
             "put_cognition_profile",
             "Store a cognition profile component",
@@ -829,6 +831,10 @@ pub fn routes() -> Vec<Route> {
             assemble_scenario,
         )
         .calls("AssembleScenario")
+        .describe(
+            "Its profiles are stored, its ids and labels unique, and its environment_labels \
+             name its environments (422 otherwise).",
+        )
         .tool("assemble_scenario", "Assemble and store a scenario")
         .status(
             422,
