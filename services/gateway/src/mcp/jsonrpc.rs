@@ -175,8 +175,8 @@ mod tests {
                 json!(1e300),
             ),
             (
-                json!({"jsonrpc": "2.0", "id": -9.223372036854775808e18, "method": "ping"}),
-                json!(-9.223372036854775808e18),
+                json!({"jsonrpc": "2.0", "id": -9.223_372_036_854_776e18, "method": "ping"}),
+                json!(-9.223_372_036_854_776e18),
             ),
         ];
         for (message, id) in cases {
