@@ -17,7 +17,7 @@
 //! | §1.6 structured-entry stamping, §4.2 normalisations | [`normalize`] |
 //! | §2 subject keys, paths, lock ids | [`subject`] |
 //! | §2 fallback/archive envelopes, write results | [`write`] |
-//! | §3 request bodies | [`request`] |
+//! | §3 request bodies | [`request`]; what the service's rules require of them, for the document: [`rules`] |
 //! | §4 upsert, §4.1 preserve merge, session-end snapshot | [`upsert`] |
 //! | §5 lifecycle state machine and endpoint | [`lifecycle`] |
 //! | §6 patch | [`patch`] |
@@ -59,6 +59,7 @@ pub mod plans;
 pub mod read;
 pub mod request;
 pub mod revision;
+pub mod rules;
 pub mod schedule;
 pub mod schema;
 pub mod stored;

@@ -46,6 +46,10 @@ pub enum Ty {
     Model(&'static Model),
     /// `Optional[...]`: `null` accepted.
     Nullable(&'static Ty),
+    /// `inner`, validated as such, with JSON Schema keywords for what the service's own rules
+    /// (its 400s) go on to require of the value: a `pattern`, or `if`/`then` across a nested
+    /// model's fields. Only the document reads them.
+    Documented(&'static Ty, fn() -> serde_json::Value),
 }
 
 /// One model field; `required` fields have no default.
@@ -131,6 +135,7 @@ fn validate(ty: &Ty, input: &Json, loc: &Loc, errors: &mut Vec<FieldError>) -> O
             }
         }
         Ty::Any => Some(input.clone()),
+        Ty::Documented(inner, _) => validate(inner, input, loc, errors),
         Ty::Str { min, max } => {
             let Json::String(s) = input else {
                 errors.push(error(
@@ -607,6 +612,19 @@ pub fn json_schema(
         Ty::Any => json!({}),
         Ty::Model(model) => reference(model),
         Ty::Nullable(inner) => json!({"anyOf": [json_schema(inner, reference), {"type": "null"}]}),
+        Ty::Documented(inner, keywords) => {
+            let mut schema = json_schema(inner, reference);
+            // A `$ref` takes no sibling keywords in every reader: the rules join it.
+            if schema.get("$ref").is_some() {
+                schema = json!({"allOf": [schema]});
+            }
+            if let (Some(schema), serde_json::Value::Object(keywords)) =
+                (schema.as_object_mut(), keywords())
+            {
+                schema.extend(keywords);
+            }
+            schema
+        }
     }
 }
 
@@ -631,6 +649,10 @@ impl Model {
         }
         if self.forbid_extra {
             schema["additionalProperties"] = serde_json::Value::Bool(false);
+        }
+        let rules = super::rules::across_fields(self);
+        if !rules.is_empty() {
+            schema["allOf"] = serde_json::Value::Array(rules);
         }
         schema
     }
