@@ -38,7 +38,7 @@ pub struct CreateInput {
     /// Repository prefixes the original archives; continuity is counted when they cover
     /// `memory/continuity` (the default list does).
     #[serde(default)]
-    pub include_prefixes: Option<Vec<String>>,
+    pub include_prefixes: Vec<String>,
     #[serde(default)]
     pub note: Option<String>,
 }
@@ -47,13 +47,26 @@ pub struct CreateInput {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RestoreTestInput {
     /// `backups/<id>.tar.gz`, as `create` answered it.
+    #[schemars(extend("pattern" = noema_continuity::domain::rules::BACKUP_PATH_PATTERN))]
     pub backup_path: String,
     /// Default true. Noema keeps no file index, so there is nothing to rebuild.
-    #[serde(default)]
-    pub verify_index_rebuild: Option<bool>,
+    #[serde(default = "yes")]
+    #[schemars(schema_with = "lax_bool_schema")]
+    pub verify_index_rebuild: bool,
     /// Default true: validate every continuity artifact.
-    #[serde(default)]
-    pub verify_continuity: Option<bool>,
+    #[serde(default = "yes")]
+    #[schemars(schema_with = "lax_bool_schema")]
+    pub verify_continuity: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A boolean as pydantic reads one ([`lax_bool`]).
+fn lax_bool_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    use noema_continuity::domain::schema::{Ty, json_schema};
+    schemars::Schema::try_from(json_schema(&Ty::Bool, &mut |_| Value::Null)).unwrap_or_default()
 }
 
 /// The body's top-level fields (raw), or the original's 422 for a body that is not an
@@ -204,28 +217,27 @@ fn backup_id() -> String {
     )
 }
 
-/// The items of `include_prefixes` (the original's `list[str]`), or pydantic's 422 with
-/// one `string_type` error per item that is not a string, in the list's order.
-fn string_items(items: &[Value]) -> Result<Vec<String>, ApiError> {
+/// One pydantic error item of a 422 detail list.
+fn pydantic_error(kind: &str, loc: &str, msg: &str, input: &Value) -> String {
+    format!("{{\"type\":\"{kind}\",\"loc\":{loc},\"msg\":\"{msg}\",\"input\":{input}}}")
+}
+
+/// The items of `include_prefixes` (the original's `list[str]`), with pydantic's
+/// `string_type` error for each item that is not a string, in the list's order.
+fn string_items(items: &[Value], errors: &mut Vec<String>) -> Vec<String> {
     let mut prefixes = Vec::with_capacity(items.len());
-    let mut errors = Vec::new();
     for (index, item) in items.iter().enumerate() {
         match item {
             Value::String(prefix) => prefixes.push(prefix.clone()),
-            other => errors.push(format!(
-                "{{\"type\":\"string_type\",\"loc\":[\"body\",\"include_prefixes\",{index}],\
-                 \"msg\":\"Input should be a valid string\",\"input\":{other}}}"
+            other => errors.push(pydantic_error(
+                "string_type",
+                &format!("[\"body\",\"include_prefixes\",{index}]"),
+                "Input should be a valid string",
+                other,
             )),
         }
     }
-    if errors.is_empty() {
-        return Ok(prefixes);
-    }
-    Err(original(
-        ErrorCode::FailedPrecondition,
-        422,
-        format!("{{\"detail\":[{}]}}", errors.join(",")),
-    ))
+    prefixes
 }
 
 /// Whether the original's backup would hold continuity's files: a prefix covering
@@ -259,19 +271,41 @@ fn covers_continuity(prefixes: &[String]) -> bool {
         })
 }
 
-/// The prefixes of a create request, or the original's 422.
+/// The prefixes of a create request, or the original's 422 with every error pydantic finds
+/// (`include_prefixes: list[str]`, `note: str | None`).
 fn create_input(bytes: &[u8]) -> Result<Vec<String>, ApiError> {
-    match fields(bytes)?.get("include_prefixes") {
-        None => Ok(Vec::new()),
-        Some(Value::Array(items)) => string_items(items),
-        Some(other) => Err(invalid_envelope(
-            "list_type",
-            "[\"body\",\"include_prefixes\"]",
-            "Input should be a valid list",
-            &other.to_string(),
-            None,
+    let body = fields(bytes)?;
+    let mut errors = Vec::new();
+    let prefixes = match body.get("include_prefixes") {
+        None => Vec::new(),
+        Some(Value::Array(items)) => string_items(items, &mut errors),
+        Some(other) => {
+            errors.push(pydantic_error(
+                "list_type",
+                "[\"body\",\"include_prefixes\"]",
+                "Input should be a valid list",
+                other,
+            ));
+            Vec::new()
+        }
+    };
+    match body.get("note") {
+        None | Some(Value::Null | Value::String(_)) => {}
+        Some(other) => errors.push(pydantic_error(
+            "string_type",
+            "[\"body\",\"note\"]",
+            "Input should be a valid string",
+            other,
         )),
     }
+    if errors.is_empty() {
+        return Ok(prefixes);
+    }
+    Err(original(
+        ErrorCode::FailedPrecondition,
+        422,
+        format!("{{\"detail\":[{}]}}", errors.join(",")),
+    ))
 }
 
 async fn create(caller: Caller, document: RawJson<CreateInput>) -> Result<Original, ApiError> {
@@ -455,6 +489,24 @@ mod tests {
             failure.metadata_value(noema_core::error::ORIGINAL_BODY_KEY),
             Some(
                 r#"{"detail":[{"type":"string_type","loc":["body","include_prefixes",0],"msg":"Input should be a valid string","input":1},{"type":"string_type","loc":["body","include_prefixes",2],"msg":"Input should be a valid string","input":false}]}"#
+            )
+        );
+        assert_eq!(
+            failure.metadata_value(noema_core::error::ORIGINAL_STATUS_KEY),
+            Some("422")
+        );
+    }
+
+    #[test]
+    fn a_note_is_a_string_or_null() {
+        assert!(create_input(br#"{"note":"weekly"}"#).is_ok());
+        assert!(create_input(br#"{"note":null}"#).is_ok());
+        let ApiError(failure) =
+            create_input(br#"{"include_prefixes":null,"note":{}}"#).unwrap_err();
+        assert_eq!(
+            failure.metadata_value(noema_core::error::ORIGINAL_BODY_KEY),
+            Some(
+                r#"{"detail":[{"type":"list_type","loc":["body","include_prefixes"],"msg":"Input should be a valid list","input":null},{"type":"string_type","loc":["body","note"],"msg":"Input should be a valid string","input":{}}]}"#
             )
         );
         assert_eq!(
