@@ -112,7 +112,9 @@ fn patch_operation() -> Value {
         case(json!(strings), "append", &["value"], text.clone(), null.clone(), null.clone()),
         case(json!(STRUCTURED_TARGETS), "append", &["value"], object.clone(), null.clone(), null.clone()),
         case(json!(super::request::PATCH_TARGETS), "remove", &["match"], null.clone(), text.clone(), null.clone()),
-        case(json!(strings), "replace_at", &["value", "index"], text.clone(), null.clone(), json!({"type": "integer"})),
+        // An index pydantic reads (`int_parsing_size` beyond 64 bits).
+        case(json!(strings), "replace_at", &["value", "index"], text.clone(), null.clone(),
+            json!({"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX})),
         case(json!(STRUCTURED_TARGETS), "replace_at", &["value", "match"], object, text, null),
     ]})
 }
