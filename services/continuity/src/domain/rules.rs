@@ -21,6 +21,14 @@ pub const UTC_TIMESTAMP_PATTERN: &str = concat!(
     r"(?:[.,][0-9]+)?)?)?)?(?:Z|\+00:00)$"
 );
 
+/// The characters `text::py_strip` strips (Python's `str.isspace`), for a character class:
+/// generators and regex engines disagree on what `\s` holds.
+macro_rules! py_space {
+    () => {
+        r"\x09-\x0d\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+    };
+}
+
 /// One segment of a repository path that `memory::document_path` keeps as written: not empty,
 /// not `.` or `..`, no `/`.
 macro_rules! path_segments {
@@ -48,10 +56,16 @@ pub const READ_PATH_PATTERN: &str = concat!(
 pub const TASK_ID_PATTERN: &str = r"^(?:[^/\\.\x00]|\.[^/\\.\x00]|\.\.[^/\\\x00])[^/\\\x00]*$";
 
 /// A backup path `POST /v1/backup/restore-test` accepts: under `backups/` once trimmed.
-pub const BACKUP_PATH_PATTERN: &str = r"^\s*backups/";
+pub const BACKUP_PATH_PATTERN: &str = concat!("^[", py_space!(), "]*backups/");
 
 /// An archive path `subject::validate_archive_path` accepts (stripped first).
-pub const ARCHIVE_PATH_PATTERN: &str = r"^\s*memory/continuity/archive/[\s\S]*\.json\s*$";
+pub const ARCHIVE_PATH_PATTERN: &str = concat!(
+    "^[",
+    py_space!(),
+    r"]*memory/continuity/archive/[\s\S]*\.json[",
+    py_space!(),
+    "]*$"
+);
 
 /// A cold stub path `ops::cold::cold_rehydrate` accepts, as written.
 pub const COLD_STUB_PATH_PATTERN: &str = r"^memory/continuity/cold/index/[\s\S]*\.md$";
@@ -133,7 +147,10 @@ const RELATED_PATH_PATTERN: &str =
     r"^(?:[A-Za-z0-9_-]|\.[A-Za-z0-9_/-])(?:[A-Za-z0-9_/-]|\.[A-Za-z0-9_/-])*\.?$";
 
 /// Text without leading or trailing whitespace.
-const TRIMMED_PATTERN: &str = r"^\S(?:[\s\S]*\S)?$";
+const TRIMMED_PATTERN: &str = concat!("^[^", py_space!(), r"](?:[\s\S]*[^", py_space!(), "])?$");
+
+/// Text with something besides whitespace.
+const NOT_BLANK_PATTERN: &str = concat!("[^", py_space!(), "]");
 
 /// `{"properties": {name: schema, …}}`.
 fn properties(fields: &[(&str, Value)]) -> Value {
@@ -289,13 +306,22 @@ pub fn across_fields(model: &Model) -> Vec<Value> {
             vec![properties(&fields)]
         }
         "NegativeDecision" => vec![properties(&[
-            ("decision", json!({"minLength": 1, "maxLength": 160})),
-            ("rationale", json!({"minLength": 1, "maxLength": 240})),
+            // Trimmed before they are checked (`normalize`).
+            (
+                "decision",
+                json!({"maxLength": 160, "pattern": NOT_BLANK_PATTERN}),
+            ),
+            (
+                "rationale",
+                json!({"maxLength": 240, "pattern": NOT_BLANK_PATTERN}),
+            ),
             ("created_at", timestamp()),
             ("updated_at", timestamp()),
             ("last_confirmed_at", timestamp()),
         ])],
         "RationaleEntry" => vec![properties(&[
+            // Trimmed before it is checked (`normalize`).
+            ("tag", json!({"pattern": NOT_BLANK_PATTERN})),
             ("summary", json!({"minLength": 1})),
             ("reasoning", json!({"minLength": 1})),
             ("alternatives_considered", items_between(160)),
@@ -343,9 +369,11 @@ pub fn across_fields(model: &Model) -> Vec<Value> {
         "IdentityAnchor" => vec![properties(&[
             (
                 "kind",
-                json!({"pattern": r"^\s*[A-Za-z][A-Za-z0-9_-]{0,39}\s*$"}),
+                json!({"pattern": concat!(
+                    "^[", py_space!(), "]*[A-Za-z][A-Za-z0-9_-]{0,39}[", py_space!(), "]*$"
+                )}),
             ),
-            ("value", json!({"pattern": r"\S"})),
+            ("value", json!({"pattern": NOT_BLANK_PATTERN})),
         ])],
         // `upsert::check_lifecycle_fields` and the exact subject match of `prepare_upsert`.
         "ContinuityUpsertRequest" => {
