@@ -10,6 +10,7 @@
 //! `restore-test` validates what a restore of that moment would hold — the artifacts as
 //! they are now (`docs/continuity.md` says so).
 
+use noema_continuity::domain::text::py_strip;
 use noema_core::ErrorCode;
 use noema_core::scopes::TENANT_METADATA;
 use noema_proto::continuity::v1 as pb;
@@ -260,7 +261,7 @@ fn covers_continuity(prefixes: &[String]) -> bool {
     ];
     let include: Vec<&str> = prefixes
         .iter()
-        .map(|p| p.trim().trim_matches('/'))
+        .map(|p| py_strip(p).trim_matches('/'))
         .filter(|p| !p.is_empty() && ALLOWED.contains(&p.split('/').next().unwrap_or_default()))
         .collect();
     include.is_empty()
@@ -359,7 +360,7 @@ fn restore_test_input(bytes: &[u8]) -> Result<(String, bool), ApiError> {
                 None,
             ));
         }
-        Some(Value::String(path)) => path.trim().to_owned(),
+        Some(Value::String(path)) => py_strip(path).to_owned(),
         Some(other) => {
             return Err(invalid_envelope(
                 "string_type",
@@ -495,6 +496,13 @@ mod tests {
             failure.metadata_value(noema_core::error::ORIGINAL_STATUS_KEY),
             Some("422")
         );
+    }
+
+    #[test]
+    fn a_backup_path_is_stripped_as_python_strips() {
+        let (path, _) =
+            restore_test_input(br#"{"backup_path":"\u001e\t backups/b.tar.gz\u2028"}"#).unwrap();
+        assert_eq!(path, "backups/b.tar.gz");
     }
 
     #[test]
