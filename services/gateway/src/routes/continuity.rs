@@ -271,6 +271,7 @@ pub struct HistoryQuery {
     pub subject_id: String,
     /// Revisions per page (the service clamps it)
     #[serde(default)]
+    #[schemars(extend("maximum" = u32::MAX))]
     pub limit: Option<u32>,
     /// `next_page_token` of the previous page; any other token is refused (400)
     #[serde(default)]
