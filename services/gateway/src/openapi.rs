@@ -77,6 +77,8 @@ fn operation(route: &Route, schemas: &mut Schemas) -> Value {
     if !route.path_params().is_empty() {
         errors.push((404, "Nothing by that name, or not visible to the caller"));
     }
+    // A route's own description of a status says more than the common one.
+    errors.retain(|(status, _)| !route.statuses.iter().any(|(own, _)| own == status));
     errors.extend(route.statuses.iter().copied());
     let error_schema = route.errors.schema(&mut schemas.responses).to_value();
     for (status, description) in errors {

@@ -379,10 +379,13 @@ fn parse<T: serde::de::DeserializeOwned>(
     from_coerced(&coerced)
 }
 
+/// A path `document_path` writes.
+const WRITE_PATH: Ty = Ty::Documented(&ANY_STR, super::rules::write_path);
+
 pub static WRITE_REQUEST: Model = Model {
     name: "WriteRequest",
     fields: &[
-        field("path", ANY_STR, true),
+        field("path", WRITE_PATH, true),
         field("content", ANY_STR, true),
         field("commit_message", COMMIT_MESSAGE, false),
     ],
@@ -408,7 +411,7 @@ impl WriteRequest {
 pub static APPEND_REQUEST: Model = Model {
     name: "AppendRequest",
     fields: &[
-        field("path", ANY_STR, true),
+        field("path", WRITE_PATH, true),
         field("record", Ty::Dict, true),
         field("commit_message", COMMIT_MESSAGE, false),
     ],

@@ -15,10 +15,16 @@ use super::model::{
 use super::schema::{Field, Model, Ty, validate_body};
 
 const ANY_STR: Ty = Ty::Str { min: 0, max: None };
-const SUBJECT_ID: Ty = Ty::Str {
-    min: 1,
-    max: Some(200),
-};
+/// 1–200 characters, normalising to a subject key (`subject::normalize_subject_id`).
+const SUBJECT_ID: Ty = Ty::Documented(
+    &Ty::Str {
+        min: 1,
+        max: Some(200),
+    },
+    super::rules::subject_id,
+);
+/// Read by `timestamp::require_utc`.
+const UTC_TIMESTAMP: Ty = Ty::Documented(&ANY_STR, super::rules::utc_timestamp);
 const SUBJECT_KIND: Ty = Ty::Literal(SUBJECT_KINDS);
 
 const fn req(name: &'static str, ty: Ty) -> Field {
@@ -360,7 +366,7 @@ pub static PATCH_REQUEST: Model = Model {
     fields: &[
         req("subject_kind", SUBJECT_KIND),
         req("subject_id", SUBJECT_ID),
-        req("updated_at", ANY_STR),
+        req("updated_at", UTC_TIMESTAMP),
         req(
             "operations",
             Ty::List {
@@ -428,7 +434,7 @@ pub static LIFECYCLE_REQUEST: Model = Model {
         req("subject_id", SUBJECT_ID),
         req("transition", Ty::Literal(TRANSITIONS)),
         opt("superseded_by", SUPERSEDED_BY),
-        req("updated_at", ANY_STR),
+        req("updated_at", UTC_TIMESTAMP),
         opt("commit_message", COMMIT_MESSAGE),
     ],
     forbid_extra: false,
@@ -808,7 +814,7 @@ pub static VERIFICATION_SIGNAL: Model = Model {
                 max: Some(200),
             },
         ),
-        req("observed_at", ANY_STR),
+        req("observed_at", UTC_TIMESTAMP),
         req(
             "summary",
             Ty::Str {

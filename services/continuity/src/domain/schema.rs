@@ -590,7 +590,21 @@ pub fn json_schema(
             }
             schema
         }
-        Ty::Float { ge, le } => bounded("number", ge.map(|v| json!(v)), le.map(|v| json!(v))),
+        Ty::Float { ge, le } => {
+            let number = bounded("number", ge.map(|v| json!(v)), le.map(|v| json!(v)));
+            // pydantic's lax floats read `false`/`true` as 0.0/1.0 (a float is never a query
+            // parameter, where the words would be text).
+            let admitted: Vec<serde_json::Value> = [(false, 0.0), (true, 1.0)]
+                .into_iter()
+                .filter(|(_, x)| ge.is_none_or(|ge| *x >= ge) && le.is_none_or(|le| *x <= le))
+                .map(|(b, _)| json!(b))
+                .collect();
+            if admitted.is_empty() {
+                number
+            } else {
+                json!({"anyOf": [number, {"enum": admitted}]})
+            }
+        }
         Ty::Int { ge, le } => {
             // An integer past i64 is `int_parsing_size` here: the document bounds every one.
             let (min, max) = (ge.unwrap_or(i64::MIN), le.unwrap_or(i64::MAX));
@@ -796,7 +810,10 @@ mod tests {
         assert_eq!(schema["properties"]["b"]["anyOf"][1]["enum"][0], 0);
         assert_eq!(
             schema["properties"]["f"],
-            serde_json::json!({"type": "number", "minimum": 0.0, "maximum": 1.0})
+            serde_json::json!({"anyOf": [
+                {"type": "number", "minimum": 0.0, "maximum": 1.0},
+                {"enum": [false, true]}
+            ]})
         );
         static NESTED: Ty = Ty::Nullable(&Ty::List {
             item: &Ty::Model(&PROBE),

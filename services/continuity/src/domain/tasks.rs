@@ -30,7 +30,11 @@ const fn field(name: &'static str, ty: Ty, required: bool) -> Field {
 pub static TASK_CREATE_REQUEST: Model = Model {
     name: "TaskCreateRequest",
     fields: &[
-        field("task_id", ANY_STR, true),
+        field(
+            "task_id",
+            Ty::Documented(&ANY_STR, super::rules::task_id),
+            true,
+        ),
         field("title", ANY_STR, true),
         field("description", ANY_STR, false),
         field("status", Ty::Literal(STATUSES), false),

@@ -10,6 +10,7 @@
 //! `restore-test` validates what a restore of that moment would hold — the artifacts as
 //! they are now (`docs/continuity.md` says so).
 
+use noema_continuity::domain::text::py_strip;
 use noema_core::ErrorCode;
 use noema_core::scopes::TENANT_METADATA;
 use noema_proto::continuity::v1 as pb;
@@ -38,7 +39,7 @@ pub struct CreateInput {
     /// Repository prefixes the original archives; continuity is counted when they cover
     /// `memory/continuity` (the default list does).
     #[serde(default)]
-    pub include_prefixes: Option<Vec<String>>,
+    pub include_prefixes: Vec<String>,
     #[serde(default)]
     pub note: Option<String>,
 }
@@ -47,13 +48,26 @@ pub struct CreateInput {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RestoreTestInput {
     /// `backups/<id>.tar.gz`, as `create` answered it.
+    #[schemars(extend("pattern" = noema_continuity::domain::rules::BACKUP_PATH_PATTERN))]
     pub backup_path: String,
     /// Default true. Noema keeps no file index, so there is nothing to rebuild.
-    #[serde(default)]
-    pub verify_index_rebuild: Option<bool>,
+    #[serde(default = "yes")]
+    #[schemars(schema_with = "lax_bool_schema")]
+    pub verify_index_rebuild: bool,
     /// Default true: validate every continuity artifact.
-    #[serde(default)]
-    pub verify_continuity: Option<bool>,
+    #[serde(default = "yes")]
+    #[schemars(schema_with = "lax_bool_schema")]
+    pub verify_continuity: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A boolean as pydantic reads one ([`lax_bool`]).
+fn lax_bool_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    use noema_continuity::domain::schema::{Ty, json_schema};
+    schemars::Schema::try_from(json_schema(&Ty::Bool, &mut |_| Value::Null)).unwrap_or_default()
 }
 
 /// The body's top-level fields (raw), or the original's 422 for a body that is not an
@@ -204,28 +218,27 @@ fn backup_id() -> String {
     )
 }
 
-/// The items of `include_prefixes` (the original's `list[str]`), or pydantic's 422 with
-/// one `string_type` error per item that is not a string, in the list's order.
-fn string_items(items: &[Value]) -> Result<Vec<String>, ApiError> {
+/// One pydantic error item of a 422 detail list.
+fn pydantic_error(kind: &str, loc: &str, msg: &str, input: &Value) -> String {
+    format!("{{\"type\":\"{kind}\",\"loc\":{loc},\"msg\":\"{msg}\",\"input\":{input}}}")
+}
+
+/// The items of `include_prefixes` (the original's `list[str]`), with pydantic's
+/// `string_type` error for each item that is not a string, in the list's order.
+fn string_items(items: &[Value], errors: &mut Vec<String>) -> Vec<String> {
     let mut prefixes = Vec::with_capacity(items.len());
-    let mut errors = Vec::new();
     for (index, item) in items.iter().enumerate() {
         match item {
             Value::String(prefix) => prefixes.push(prefix.clone()),
-            other => errors.push(format!(
-                "{{\"type\":\"string_type\",\"loc\":[\"body\",\"include_prefixes\",{index}],\
-                 \"msg\":\"Input should be a valid string\",\"input\":{other}}}"
+            other => errors.push(pydantic_error(
+                "string_type",
+                &format!("[\"body\",\"include_prefixes\",{index}]"),
+                "Input should be a valid string",
+                other,
             )),
         }
     }
-    if errors.is_empty() {
-        return Ok(prefixes);
-    }
-    Err(original(
-        ErrorCode::FailedPrecondition,
-        422,
-        format!("{{\"detail\":[{}]}}", errors.join(",")),
-    ))
+    prefixes
 }
 
 /// Whether the original's backup would hold continuity's files: a prefix covering
@@ -248,7 +261,7 @@ fn covers_continuity(prefixes: &[String]) -> bool {
     ];
     let include: Vec<&str> = prefixes
         .iter()
-        .map(|p| p.trim().trim_matches('/'))
+        .map(|p| py_strip(p).trim_matches('/'))
         .filter(|p| !p.is_empty() && ALLOWED.contains(&p.split('/').next().unwrap_or_default()))
         .collect();
     include.is_empty()
@@ -259,19 +272,41 @@ fn covers_continuity(prefixes: &[String]) -> bool {
         })
 }
 
-/// The prefixes of a create request, or the original's 422.
+/// The prefixes of a create request, or the original's 422 with every error pydantic finds
+/// (`include_prefixes: list[str]`, `note: str | None`).
 fn create_input(bytes: &[u8]) -> Result<Vec<String>, ApiError> {
-    match fields(bytes)?.get("include_prefixes") {
-        None => Ok(Vec::new()),
-        Some(Value::Array(items)) => string_items(items),
-        Some(other) => Err(invalid_envelope(
-            "list_type",
-            "[\"body\",\"include_prefixes\"]",
-            "Input should be a valid list",
-            &other.to_string(),
-            None,
+    let body = fields(bytes)?;
+    let mut errors = Vec::new();
+    let prefixes = match body.get("include_prefixes") {
+        None => Vec::new(),
+        Some(Value::Array(items)) => string_items(items, &mut errors),
+        Some(other) => {
+            errors.push(pydantic_error(
+                "list_type",
+                "[\"body\",\"include_prefixes\"]",
+                "Input should be a valid list",
+                other,
+            ));
+            Vec::new()
+        }
+    };
+    match body.get("note") {
+        None | Some(Value::Null | Value::String(_)) => {}
+        Some(other) => errors.push(pydantic_error(
+            "string_type",
+            "[\"body\",\"note\"]",
+            "Input should be a valid string",
+            other,
         )),
     }
+    if errors.is_empty() {
+        return Ok(prefixes);
+    }
+    Err(original(
+        ErrorCode::FailedPrecondition,
+        422,
+        format!("{{\"detail\":[{}]}}", errors.join(",")),
+    ))
 }
 
 async fn create(caller: Caller, document: RawJson<CreateInput>) -> Result<Original, ApiError> {
@@ -325,7 +360,7 @@ fn restore_test_input(bytes: &[u8]) -> Result<(String, bool), ApiError> {
                 None,
             ));
         }
-        Some(Value::String(path)) => path.trim().to_owned(),
+        Some(Value::String(path)) => py_strip(path).to_owned(),
         Some(other) => {
             return Err(invalid_envelope(
                 "string_type",
@@ -455,6 +490,31 @@ mod tests {
             failure.metadata_value(noema_core::error::ORIGINAL_BODY_KEY),
             Some(
                 r#"{"detail":[{"type":"string_type","loc":["body","include_prefixes",0],"msg":"Input should be a valid string","input":1},{"type":"string_type","loc":["body","include_prefixes",2],"msg":"Input should be a valid string","input":false}]}"#
+            )
+        );
+        assert_eq!(
+            failure.metadata_value(noema_core::error::ORIGINAL_STATUS_KEY),
+            Some("422")
+        );
+    }
+
+    #[test]
+    fn a_backup_path_is_stripped_as_python_strips() {
+        let (path, _) =
+            restore_test_input(br#"{"backup_path":"\u001e\t backups/b.tar.gz\u2028"}"#).unwrap();
+        assert_eq!(path, "backups/b.tar.gz");
+    }
+
+    #[test]
+    fn a_note_is_a_string_or_null() {
+        assert!(create_input(br#"{"note":"weekly"}"#).is_ok());
+        assert!(create_input(br#"{"note":null}"#).is_ok());
+        let ApiError(failure) =
+            create_input(br#"{"include_prefixes":null,"note":{}}"#).unwrap_err();
+        assert_eq!(
+            failure.metadata_value(noema_core::error::ORIGINAL_BODY_KEY),
+            Some(
+                r#"{"detail":[{"type":"list_type","loc":["body","include_prefixes"],"msg":"Input should be a valid list","input":null},{"type":"string_type","loc":["body","note"],"msg":"Input should be a valid string","input":{}}]}"#
             )
         );
         assert_eq!(

@@ -259,16 +259,21 @@ async fn retention_plan(caller: Caller, document: Document<RetentionPlan>) -> Pa
 
 /// `GET /v1/continuity/history` parameters.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("required" = ["subject_kind", "subject_id"]))]
 pub struct HistoryQuery {
     /// user, peer, thread or task
     #[serde(default)]
+    #[schemars(extend("enum" = noema_continuity::domain::model::SUBJECT_KINDS))]
     pub subject_kind: String,
+    /// Normalises to a subject key (a letter, digit, `.` or `_` among its characters)
     #[serde(default)]
+    #[schemars(extend("pattern" = noema_continuity::domain::rules::SUBJECT_ID_PATTERN))]
     pub subject_id: String,
     /// Revisions per page (the service clamps it)
     #[serde(default)]
+    #[schemars(extend("maximum" = u32::MAX))]
     pub limit: Option<u32>,
-    /// `next_page_token` of the previous page
+    /// `next_page_token` of the previous page; any other token is refused (400)
     #[serde(default)]
     pub page_token: Option<String>,
     /// true to include each revision's capsule
@@ -389,6 +394,48 @@ const OPS_JOBS: [&str; 19] = [
     "segment_history_cold_store",
     "segment_history_cold_rehydrate",
 ];
+
+/// `POST /v1/ops/run`'s envelope as this gateway serves it: one of the continuity jobs, with
+/// its arguments' request model (CogniRelay's other jobs are refused with 400 here).
+pub struct OpsRunRequest;
+
+impl JsonSchema for OpsRunRequest {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "OpsRunRequest".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> schemars::Schema {
+        use noema_continuity::domain::request as models;
+        let jobs = [
+            ("continuity_cold_store", &models::COLD_STORE_REQUEST),
+            ("continuity_cold_rehydrate", &models::COLD_REHYDRATE_REQUEST),
+            (
+                "continuity_retention_apply",
+                &models::RETENTION_APPLY_REQUEST,
+            ),
+        ];
+        let one_of: Vec<Value> = jobs
+            .into_iter()
+            .map(|(job, model)| {
+                serde_json::json!({"properties": {
+                    "job_id": {"const": job},
+                    "arguments": model_schema(model, generator),
+                }})
+            })
+            .collect();
+        schemars::json_schema!({
+            "type": "object",
+            "required": ["job_id", "arguments"],
+            "properties": {
+                "job_id": {"type": "string", "enum": jobs.map(|(job, _)| job)},
+                "arguments": {"type": "object"},
+                "dry_run": {"type": "boolean"},
+                "force": {"type": "boolean"},
+            },
+            "oneOf": one_of,
+        })
+    }
+}
 
 /// A refusal in CogniRelay's exact terms, said by the gateway.
 pub(super) fn original(code: ErrorCode, status: u16, body: String) -> ApiError {
@@ -516,7 +563,7 @@ fn not_local() -> ApiError {
     )
 }
 
-async fn ops_run(caller: Caller, document: RawJson<Map<String, Value>>) -> Passed {
+async fn ops_run(caller: Caller, document: RawJson<OpsRunRequest>) -> Passed {
     let (job_id, arguments) = match ops_job(&document.bytes) {
         Ok(job) => job,
         Err(refusal) => {
@@ -588,6 +635,11 @@ pub fn routes() -> Vec<Route> {
         .feature(features::CONTINUITY_PRESERVE_MODE)
         .feature(features::CONTINUITY_STABLE_PREFERENCES)
         .feature(features::CONTINUITY_THREAD_IDENTITY)
+        .status(
+            400,
+            "Service rule failed; also when capsule.subject_id differs from subject_id, or a \
+             lifecycle_transition finds no stored thread_descriptor",
+        )
         .status(409, "Older or conflicting capsule, or concurrent writers"),
         r.route(
             Verb::Post,
@@ -657,6 +709,10 @@ pub fn routes() -> Vec<Route> {
             "continuity.compare",
             "Compare a candidate capsule with the stored one",
         )
+        .status(
+            400,
+            "Service rule failed; also when the candidate's subject_id normalises to another key",
+        )
         .status(404, "No such capsule"),
         r.route(
             Verb::Post,
@@ -669,6 +725,10 @@ pub fn routes() -> Vec<Route> {
         .tool(
             "continuity.revalidate",
             "Confirm, correct or degrade a capsule's verification",
+        )
+        .status(
+            400,
+            "Service rule failed; also when the candidate's subject_id normalises to another key",
         )
         .status(404, "No such capsule"),
         r.route(
@@ -740,7 +800,8 @@ pub fn routes() -> Vec<Route> {
         .tool(
             "context.snapshot_create",
             "Create a context snapshot and store it immutably",
-        ),
+        )
+        .status(404, "No commit before as_of.value (no history is kept)"),
         r.route(
             Verb::Get,
             "/v1/context/snapshot/{snapshot_id}",
@@ -766,6 +827,7 @@ pub fn routes() -> Vec<Route> {
             "continuity.history",
             "A subject's revisions, as a verifiable chain",
         )
+        .status(400, "Bad subject, or a page_token no earlier page returned")
         .status(404, "No such subject"),
         r.route(
             Verb::Post,

@@ -21,9 +21,11 @@ request_models! {
 
 /// `GET /v1/read` parameters.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("required" = ["path"]))]
 pub struct ReadQuery {
     /// Repository-relative path, e.g. `memory/core/identity.md`
     #[serde(default)]
+    #[schemars(extend("pattern" = noema_continuity::domain::rules::READ_PATH_PATTERN))]
     pub path: Option<String>,
 }
 

@@ -1,12 +1,8 @@
-//! What the service's own rules (its 400s and hand-written 422s, after pydantic's 422s)
-//! require of a request, said in JSON Schema for the OpenAPI document: the values a rule
-//! accepts as field keywords (`pattern`, lengths), and rules across a model's fields (`anyOf`
-//! of `required` sets, `if`/`then`) by model name. A client that writes what the document
-//! says is not refused by these rules; each names the rule it states.
+//! Coordination, messages and the schedule: what their rules require, in JSON Schema.
 
 use serde_json::{Value, json};
 
-use super::schema::Model;
+use crate::domain::schema::Model;
 
 /// A name `messages::box_path` keeps inside its box (`messages/<box>/<name>.jsonl`): not
 /// empty, no NUL, and no `..` segment before the last (the last gains `.jsonl`). A `..` that
@@ -103,8 +99,8 @@ fn claims_contain(kind: &str) -> Value {
     json!({"contains": {"properties": {"source_kind": {"const": kind}}}})
 }
 
-/// The rules across `model`'s fields, as subschemas its object schema must also match.
-pub fn across_fields(model: &Model) -> Vec<Value> {
+/// The rules across the fields of a coordination or schedule model.
+pub(super) fn coordination_rules(model: &Model) -> Vec<Value> {
     match model.name {
         "CoordinationSharedCreateRequest" => vec![
             one_shared_item(),
@@ -184,19 +180,19 @@ mod tests {
             "b", "a/b", "..", "...", "a/", "/x", ".x/y", "x../y", "é", "a/./b", ".",
         ] {
             assert!(
-                super::super::messages::box_path("inbox", name).is_ok(),
+                crate::domain::messages::box_path("inbox", name).is_ok(),
                 "{name}"
             );
             assert!(pattern(name), "{name}");
         }
         for name in ["../x", "a/../../x", "../", "x\0y", "/../a"] {
             assert!(
-                super::super::messages::box_path("inbox", name).is_err(),
+                crate::domain::messages::box_path("inbox", name).is_err(),
                 "{name}"
             );
             assert!(!pattern(name), "{name}");
         }
-        assert!(super::super::messages::box_path("inbox", "").is_err());
+        assert!(crate::domain::messages::box_path("inbox", "").is_err());
     }
 
     /// The due-at pattern keeps only times `schedule::due_at` reads.
@@ -210,7 +206,7 @@ mod tests {
         ] {
             assert!(pattern(due), "{due}");
             assert!(
-                super::super::schedule::due_at(Some(&due.into())).is_ok(),
+                crate::domain::schedule::due_at(Some(&due.into())).is_ok(),
                 "{due}"
             );
         }
