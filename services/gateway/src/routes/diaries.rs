@@ -477,6 +477,10 @@ pub fn routes() -> Vec<Route> {
             accept_share,
         )
         .calls("RespondToShare")
+        .param(
+            "id",
+            serde_json::json!({"type": "string", "pattern": "\\S"}),
+        )
         .tool(
             "diary_shares_accept",
             "Accept your pending share of diary `id`",
@@ -489,6 +493,10 @@ pub fn routes() -> Vec<Route> {
             decline_share,
         )
         .calls("RespondToShare")
+        .param(
+            "id",
+            serde_json::json!({"type": "string", "pattern": "\\S"}),
+        )
         .tool(
             "diary_shares_decline",
             "Decline your pending share of diary `id`",
@@ -526,6 +534,7 @@ pub fn routes() -> Vec<Route> {
             search,
         )
         .calls("SearchEntries")
+        .status(404, "Diary not found or access denied")
         .status(
             400,
             "Invalid; also a query with no word to search for (no letter or digit)",

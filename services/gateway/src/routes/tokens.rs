@@ -382,6 +382,7 @@ pub fn routes() -> Vec<Route> {
             issue_token,
         )
         .calls("IssueToken")
+        .status(409, "A token with this token_id exists")
         .status(
             400,
             "Invalid; also expires_at in the past, or with ttl_seconds",

@@ -230,7 +230,7 @@ pub fn check_usable_for_entry(
 
 /// A signature submitted for a request: at most the 88 characters of standard base64.
 pub fn check_submitted_length(signature: &str) -> Result<(), IdentityError> {
-    if signature.is_empty() || signature.len() > 88 {
+    if signature.is_empty() || signature.chars().count() > 88 {
         return Err(IdentityError::InvalidArgument(
             "signature must be 1-88 characters: the 64-byte Ed25519 signature in standard base64"
                 .into(),
@@ -239,9 +239,10 @@ pub fn check_submitted_length(signature: &str) -> Result<(), IdentityError> {
     Ok(())
 }
 
-/// A signature presented for verification: at most 88 characters of standard base64.
+/// A signature presented for verification: at most 88 characters of standard base64
+/// (characters, as MoltNet's schema counts them, not bytes).
 pub fn check_presented_length(signature: &str) -> Result<(), IdentityError> {
-    if signature.is_empty() || signature.len() > 88 {
+    if signature.is_empty() || signature.chars().count() > 88 {
         return Err(IdentityError::InvalidArgument(
             "signature must be 1-88 characters of standard base64".into(),
         ));
