@@ -569,6 +569,20 @@ fn bounded(
     schema
 }
 
+/// `number` or the booleans pydantic's lax numbers read as 0 and 1 (`false`, `true`), each
+/// where `admits` takes its number.
+fn or_lax_flags(number: serde_json::Value, admits: impl Fn(bool) -> bool) -> serde_json::Value {
+    let flags: Vec<bool> = [false, true]
+        .into_iter()
+        .filter(|flag| admits(*flag))
+        .collect();
+    if flags.is_empty() {
+        number
+    } else {
+        serde_json::json!({"anyOf": [number, {"enum": flags}]})
+    }
+}
+
 /// The JSON Schema (2020-12) of what `ty` accepts without coercion: the document a client
 /// reads to write a body this module accepts. pydantic's lax mode accepts more (numbers as
 /// strings, `"yes"` as true); the schema names the plain form. A nested model is whatever
@@ -590,35 +604,21 @@ pub fn json_schema(
             }
             schema
         }
-        Ty::Float { ge, le } => {
-            let number = bounded("number", ge.map(|v| json!(v)), le.map(|v| json!(v)));
-            // pydantic's lax floats read `false`/`true` as 0.0/1.0 (a float is never a query
-            // parameter, where the words would be text).
-            let admitted: Vec<serde_json::Value> = [(false, 0.0), (true, 1.0)]
-                .into_iter()
-                .filter(|(_, x)| ge.is_none_or(|ge| *x >= ge) && le.is_none_or(|le| *x <= le))
-                .map(|(b, _)| json!(b))
-                .collect();
-            if admitted.is_empty() {
-                number
-            } else {
-                json!({"anyOf": [number, {"enum": admitted}]})
-            }
-        }
+        // (A float is never a query parameter, where the words would be text.)
+        Ty::Float { ge, le } => or_lax_flags(
+            bounded("number", ge.map(|v| json!(v)), le.map(|v| json!(v))),
+            |flag| {
+                let x = f64::from(u8::from(flag));
+                ge.is_none_or(|ge| x >= ge) && le.is_none_or(|le| x <= le)
+            },
+        ),
         Ty::Int { ge, le } => {
             // An integer past i64 is `int_parsing_size` here: the document bounds every one.
             let (min, max) = (ge.unwrap_or(i64::MIN), le.unwrap_or(i64::MAX));
-            let number = bounded("integer", Some(json!(min)), Some(json!(max)));
-            // pydantic's lax integers: `false` and `true` are read as 0 and 1.
-            let flags: Vec<bool> = [false, true]
-                .into_iter()
-                .filter(|flag| (min..=max).contains(&i64::from(*flag)))
-                .collect();
-            if flags.is_empty() {
-                number
-            } else {
-                json!({"anyOf": [number, {"enum": flags}]})
-            }
+            or_lax_flags(
+                bounded("integer", Some(json!(min)), Some(json!(max))),
+                |flag| (min..=max).contains(&i64::from(flag)),
+            )
         }
         // pydantic's lax booleans: 0/1 and these words (in any case) are read as booleans.
         Ty::Bool => json!({"anyOf": [

@@ -192,13 +192,9 @@ schema_files! {
 
 /// A response source as the world service accepts it: the envelope's schema, with an
 /// `interface` of one of the standard kinds (each kind's own schema).
+#[derive(Deserialize)]
+#[serde(transparent)]
 pub struct ResponseSourceInput(pub Value);
-
-impl<'de> Deserialize<'de> for ResponseSourceInput {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Value::deserialize(deserializer).map(ResponseSourceInput)
-    }
-}
 
 impl JsonSchema for ResponseSourceInput {
     fn inline_schema() -> bool {
@@ -224,13 +220,9 @@ impl JsonSchema for ResponseSourceInput {
 
 /// A JSON Schema (an object or a boolean), checked against the 2020-12 meta-schema by
 /// the world service.
+#[derive(Deserialize)]
+#[serde(transparent)]
 pub struct JsonSchemaInput(pub Value);
-
-impl<'de> Deserialize<'de> for JsonSchemaInput {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Value::deserialize(deserializer).map(JsonSchemaInput)
-    }
-}
 
 impl JsonSchema for JsonSchemaInput {
     fn inline_schema() -> bool {
