@@ -176,13 +176,11 @@ fn query_schema(ty: &Ty) -> Value {
         Ty::Nullable(inner) => inner,
         other => other,
     };
-    let schema =
-        noema_continuity::domain::schema::json_schema(ty, &mut |_| json!({"type": "object"}));
-    // An integer's lax `true`/`false` are JSON booleans: in a query they are strings the
-    // service does not read as integers.
     match ty {
-        Ty::Int { .. } if schema.get("anyOf").is_some() => schema["anyOf"][0].clone(),
-        _ => schema,
+        // A body's lax `true`/`false` are JSON booleans: in a query they are text the
+        // service does not read as integers.
+        Ty::Int { ge, le } => noema_continuity::domain::schema::integer_schema(*ge, *le),
+        _ => noema_continuity::domain::schema::json_schema(ty, &mut |_| json!({"type": "object"})),
     }
 }
 

@@ -569,6 +569,17 @@ fn bounded(
     schema
 }
 
+/// An integer field's JSON number, bounded by its `ge`/`le` or else by `i64`'s range (an
+/// integer past it is `int_parsing_size` here), without the lax booleans [`json_schema`]
+/// adds for a body: a query parameter's, where `true` is text, not an integer.
+pub fn integer_schema(ge: Option<i64>, le: Option<i64>) -> serde_json::Value {
+    bounded(
+        "integer",
+        Some(serde_json::json!(ge.unwrap_or(i64::MIN))),
+        Some(serde_json::json!(le.unwrap_or(i64::MAX))),
+    )
+}
+
 /// `number` or the booleans pydantic's lax numbers read as 0 and 1 (`false`, `true`), each
 /// where `admits` takes its number.
 fn or_lax_flags(number: serde_json::Value, admits: impl Fn(bool) -> bool) -> serde_json::Value {
@@ -613,12 +624,10 @@ pub fn json_schema(
             },
         ),
         Ty::Int { ge, le } => {
-            // An integer past i64 is `int_parsing_size` here: the document bounds every one.
             let (min, max) = (ge.unwrap_or(i64::MIN), le.unwrap_or(i64::MAX));
-            or_lax_flags(
-                bounded("integer", Some(json!(min)), Some(json!(max))),
-                |flag| (min..=max).contains(&i64::from(flag)),
-            )
+            or_lax_flags(integer_schema(*ge, *le), |flag| {
+                (min..=max).contains(&i64::from(flag))
+            })
         }
         // pydantic's lax booleans: 0/1 and these words (in any case) are read as booleans.
         Ty::Bool => json!({"anyOf": [
