@@ -16,7 +16,7 @@ use noema_core::{Failure, Reason};
 use noema_proto::identity::v1::RegisterAgentRequest;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
 use noema_runtime::client::TracedChannel;
-use noema_store::object::WriteRetry;
+use noema_store::object::{PutOutcome, WriteRetry};
 use noema_store::{ObjectBody, ObjectStore};
 use time::OffsetDateTime;
 use tonic::metadata::{Ascii, MetadataValue};
@@ -97,34 +97,29 @@ impl Ledger {
     ) -> Result<CanonicalObject, LedgerError> {
         self.require_running().await?;
         let (object, payload) = canonical::validate(submission, OffsetDateTime::now_utc())?;
-        let existing = self
-            .objects
-            .head(&object.storage_path)
+        // One round trip for a new object: the store writes it unless the key is taken.
+        let outcome = WriteRetry::STANDARD
+            .put_if_absent(
+                self.objects.as_ref(),
+                &object.storage_path,
+                Bytes::from(payload),
+                &object.content_type,
+            )
             .await
-            .map_err(LedgerError::StorageCheck)?;
-        if existing.is_some() {
+            .map_err(LedgerError::StorageWrite)?;
+        if outcome == PutOutcome::Exists {
             // Bytes are there only if the object was written before: a duplicate when its
             // row exists (new objects skip this lookup; the insert refuses a racing twin).
             if self.store.get_canonical(&object.id).await?.is_some() {
                 return Err(LedgerError::DuplicateCanonical);
             }
-            // Otherwise an earlier write whose ledger insert failed. Adopt the bytes only
-            // if they are exactly this object's bytes.
+            // Otherwise an earlier write whose ledger insert failed, or a racing twin of
+            // this one. Adopt the bytes only if they are exactly this object's bytes.
             let stored = self.read_all(&object.storage_path).await?;
             if ContentId::of_bytes(&stored).as_str() != object.id {
                 return Err(LedgerError::StorageConflict);
             }
             tracing::info!(path = %object.storage_path, "adopting orphaned object from an earlier write");
-        } else {
-            WriteRetry::STANDARD
-                .put(
-                    self.objects.as_ref(),
-                    &object.storage_path,
-                    Bytes::from(payload),
-                    &object.content_type,
-                )
-                .await
-                .map_err(LedgerError::StorageWrite)?;
         }
         match self.store.insert_canonical(&object, submitted_by).await {
             Ok(()) => Ok(object),

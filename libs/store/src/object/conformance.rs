@@ -12,7 +12,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use super::key::validate_key;
-use super::{ObjectError, ObjectStore};
+use super::{ObjectError, ObjectStore, PutOutcome};
 
 type CaseResult = Result<(), String>;
 
@@ -60,6 +60,13 @@ pub async fn run_all(store: Arc<dyn ObjectStore>, scratch_prefix: &str) {
         (
             "overwrite_last_wins",
             Box::pin(overwrite_last_wins(s, format!("{base}/overwrite"))),
+        ),
+        (
+            "put_if_absent_keeps_the_first",
+            Box::pin(put_if_absent_keeps_the_first(
+                s,
+                format!("{base}/if-absent"),
+            )),
         ),
         (
             "list_paging",
@@ -300,6 +307,39 @@ async fn overwrite_last_wins(store: &dyn ObjectStore, base: String) -> CaseResul
     ensure!(
         listed == vec![key.clone()],
         "listing after overwrite: {listed:?}"
+    );
+    Ok(())
+}
+
+async fn put_if_absent_keeps_the_first(store: &dyn ObjectStore, base: String) -> CaseResult {
+    let key = format!("{base}/doc");
+    let first = ctx(
+        "first put_if_absent",
+        store
+            .put_if_absent(&key, Bytes::from_static(b"first"), "text/plain")
+            .await,
+    )?;
+    ensure!(
+        first == PutOutcome::Created,
+        "first put_if_absent: {first:?}"
+    );
+    let second = ctx(
+        "second put_if_absent",
+        store
+            .put_if_absent(&key, Bytes::from_static(b"second, longer"), "text/plain")
+            .await,
+    )?;
+    ensure!(
+        second == PutOutcome::Exists,
+        "put_if_absent over an existing key: {second:?}"
+    );
+    let bytes = ctx(
+        "read body",
+        ctx("get", store.get(&key).await)?.bytes().await,
+    )?;
+    ensure!(
+        bytes.as_ref() == b"first",
+        "put_if_absent over an existing key changed it to {bytes:?}"
     );
     Ok(())
 }

@@ -114,19 +114,17 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
 
     /// Store `body` under `key` unless an object is there already, in one call: durable
     /// when it returns `Created`. Atomic on `pack://` and on S3 (a conditional write,
-    /// `If-None-Match: *`); elsewhere a `head` then a `put`, so two racing writers of one
-    /// key may both be told `Created`, harmless for content-addressed keys (the same bytes).
+    /// `If-None-Match: *`; a server that answers it 501 gets a `head` and a `put`, one that
+    /// ignores the header overwrites); elsewhere a `head` then a `put`, so two racing writers
+    /// of one key may both be told `Created`, harmless for content-addressed keys (the same
+    /// bytes).
     async fn put_if_absent(
         &self,
         key: &str,
         body: Bytes,
         content_type: &str,
     ) -> Result<PutOutcome, ObjectError> {
-        if self.head(key).await?.is_some() {
-            return Ok(PutOutcome::Exists);
-        }
-        self.put(key, body, content_type).await?;
-        Ok(PutOutcome::Created)
+        head_then_put(self, key, body, content_type).await
     }
 
     /// Read an object; `NotFound` if there is none.
@@ -149,6 +147,21 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
 
     /// Readiness: can this store be used right now?
     async fn check(&self) -> Result<(), ObjectError>;
+}
+
+/// `put_if_absent` for a store without an atomic form: a `head`, then a `put` when the key
+/// is free.
+pub(crate) async fn head_then_put<S: ObjectStore + ?Sized>(
+    store: &S,
+    key: &str,
+    body: Bytes,
+    content_type: &str,
+) -> Result<PutOutcome, ObjectError> {
+    if store.head(key).await?.is_some() {
+        return Ok(PutOutcome::Exists);
+    }
+    store.put(key, body, content_type).await?;
+    Ok(PutOutcome::Created)
 }
 
 /// Open the object store named by `url`:

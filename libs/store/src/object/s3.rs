@@ -5,6 +5,8 @@
 //! build), trusting the system's root certificates; plain `http://` endpoints work too.
 
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use aws_config::BehaviorVersion;
@@ -19,7 +21,7 @@ use bytes::Bytes;
 
 use super::key::{validate_key, validate_prefix};
 use super::page::PageBuilder;
-use super::{BoxError, ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore};
+use super::{BoxError, ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore, PutOutcome};
 use crate::redact::redact_url;
 
 /// Region used when neither the URL nor the AWS chain names one.
@@ -151,8 +153,16 @@ fn validate_bucket(bucket: &str) -> Result<(), &'static str> {
 #[derive(Debug, Clone)]
 pub struct S3ObjectStore {
     client: aws_sdk_s3::Client,
+    /// The same client without the SDK's retries: writes are retried by the one policy
+    /// above the store (`super::retry`), so the SDK's must not nest inside it. A client of
+    /// its own rather than a per-request override, which rebuilds the SDK's configuration
+    /// on every call.
+    write_client: aws_sdk_s3::Client,
     bucket: String,
     prefix: String,
+    /// Cleared the first time the server answers a conditional write (`If-None-Match: *`)
+    /// with 501 Not Implemented; from then on `put_if_absent` is a HEAD and a PUT.
+    conditional_writes: Arc<AtomicBool>,
 }
 
 impl S3ObjectStore {
@@ -194,9 +204,13 @@ impl S3ObjectStore {
             .region()
             .map_or_else(|| DEFAULT_REGION.to_owned(), |r| r.as_ref().to_owned());
         let store = S3ObjectStore {
-            client: aws_sdk_s3::Client::from_conf(builder.build()),
+            client: aws_sdk_s3::Client::from_conf(builder.clone().build()),
+            write_client: aws_sdk_s3::Client::from_conf(
+                builder.retry_config(RetryConfig::disabled()).build(),
+            ),
             bucket: location.bucket.clone(),
             prefix: location.prefix.clone(),
+            conditional_writes: Arc::new(AtomicBool::new(true)),
         };
         if location.create_bucket {
             store.create_bucket_if_missing(&region_name).await?;
@@ -254,6 +268,26 @@ impl S3ObjectStore {
         }
     }
 
+    /// A PUT of `body` under `key`, one attempt (see `write_client`).
+    fn put_request(
+        &self,
+        key: &str,
+        body: Bytes,
+        content_type: &str,
+    ) -> aws_sdk_s3::operation::put_object::builders::PutObjectFluentBuilder {
+        let request = self
+            .write_client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .body(ByteStream::from(body));
+        if content_type.is_empty() {
+            request
+        } else {
+            request.content_type(content_type)
+        }
+    }
+
     /// Classify an SDK error; `target` is the caller's key (or the bucket). A 404 that is not
     /// `NoSuchBucket` becomes `NotFound { key: target }`.
     fn map_err<E>(
@@ -280,6 +314,9 @@ impl S3ObjectStore {
                                 | "ServiceUnavailable"
                                 | "InternalError"
                                 | "RequestTimeout"
+                                // A concurrent conditional write of the same key: the next
+                                // attempt finds the object there.
+                                | "ConditionalRequestConflict"
                                 | "Throttling"
                                 | "ThrottlingException"
                         )
@@ -355,26 +392,46 @@ impl ObjectStore for S3ObjectStore {
     #[tracing::instrument(level = "debug", skip_all, fields(key = %key, size = body.len()))]
     async fn put(&self, key: &str, body: Bytes, content_type: &str) -> Result<(), ObjectError> {
         validate_key(key)?;
-        let mut request = self
-            .client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(self.full_key(key))
-            .body(ByteStream::from(body));
-        if !content_type.is_empty() {
-            request = request.content_type(content_type);
-        }
-        request
-            .customize()
-            // One attempt: writes are retried by the one policy above the store
-            // (`super::retry`), so the SDK's retries must not nest inside it.
-            .config_override(
-                aws_sdk_s3::config::Builder::new().retry_config(RetryConfig::disabled()),
-            )
+        self.put_request(key, body, content_type)
             .send()
             .await
             .map(drop)
             .map_err(|e| self.map_err("put", key, e))
+    }
+
+    /// One conditional PUT (`If-None-Match: *`): 412 means the key is taken. A server that
+    /// answers 501 gets a HEAD and a PUT from then on; one that ignores the header
+    /// overwrites, as the trait allows.
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
+    async fn put_if_absent(
+        &self,
+        key: &str,
+        body: Bytes,
+        content_type: &str,
+    ) -> Result<PutOutcome, ObjectError> {
+        validate_key(key)?;
+        if !self.conditional_writes.load(Ordering::Relaxed) {
+            return super::head_then_put(self, key, body, content_type).await;
+        }
+        let err = match self
+            .put_request(key, body.clone(), content_type)
+            .if_none_match("*")
+            .send()
+            .await
+        {
+            Ok(_) => return Ok(PutOutcome::Created),
+            Err(err) => err,
+        };
+        let status = err.raw_response().map(|r| r.status().as_u16());
+        match (status, err.code()) {
+            (Some(412), _) | (_, Some("PreconditionFailed")) => Ok(PutOutcome::Exists),
+            (Some(501), _) | (_, Some("NotImplemented")) => {
+                tracing::warn!(bucket = %self.bucket, "the S3 server does not take conditional writes (If-None-Match); writing with a HEAD and a PUT");
+                self.conditional_writes.store(false, Ordering::Relaxed);
+                super::head_then_put(self, key, body, content_type).await
+            }
+            _ => Err(self.map_err("put", key, err)),
+        }
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]

@@ -6,6 +6,9 @@
 //! `--server-pid`) and by the bench itself. On a shared or throttled machine throughput moves
 //! with whatever else runs; CPU per operation moves much less, and it shows how much of the
 //! machine the load generator takes.
+//!
+//! REST canonical puts alone (`--ops canonical_put --transports rest`) make no gRPC call, so
+//! the same client can measure any server that answers open-cognition's `POST /canonical`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -130,7 +133,9 @@ fn name(value: &impl ValueEnum) -> String {
 
 /// Everything one worker needs.
 struct Target {
-    noema: Noema,
+    /// `None` when the run needs no gRPC (REST canonical puts only), so that any server
+    /// answering `POST /canonical` can be measured with the same client.
+    noema: Option<Noema>,
     http: reqwest::Client,
     rest: String,
     token: String,
@@ -166,7 +171,7 @@ impl Target {
                     "bench",
                     now,
                 );
-                self.noema
+                self.grpc()?
                     .put_canonical(request)
                     .await
                     .map(drop)
@@ -190,7 +195,7 @@ impl Target {
                 let request =
                     signed_reference(&self.key, &self.agent, &self.object_id, "bench", now)
                         .map_err(|e| e.to_string())?;
-                self.noema
+                self.grpc()?
                     .put_reference(request)
                     .await
                     .map(drop)
@@ -211,7 +216,7 @@ impl Target {
                 .await
             }
             (Operation::CanonicalGet, Transport::Grpc) => self
-                .noema
+                .grpc()?
                 .ledger()
                 .get_canonical(pb::GetCanonicalRequest {
                     id: self.object_id.clone(),
@@ -232,6 +237,12 @@ impl Target {
                     .await
             }
         }
+    }
+
+    fn grpc(&self) -> Result<&Noema, String> {
+        self.noema
+            .as_ref()
+            .ok_or_else(|| "this run made no gRPC connection".to_owned())
     }
 
     /// A new canonical object as `POST /canonical`'s body.
@@ -452,20 +463,28 @@ pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
         BenchCommand::Orchestrator(args) => return super::bench_orchestrator::bench(args).await,
         BenchCommand::OrchestratorFill(args) => return super::bench_orchestrator::fill(args).await,
     };
-    let noema = args.client.connect().await?;
     let mut seed = [0u8; 8];
     getrandom::fill(&mut seed).map_err(|e| CommandError::Usage(e.to_string()))?;
     let run = u64::from_le_bytes(seed);
     let key = SigningKeyPair::generate().map_err(|e| CommandError::Usage(e.to_string()))?;
-    // The object that references point at and gets read.
-    let anchor = canonical_request(
-        format!("{{\"bench_anchor\":{run}}}").into_bytes(),
-        "observation",
-        "application/json",
-        "bench",
-        OffsetDateTime::now_utc(),
-    );
-    let object_id = noema.put_canonical(anchor).await?.id;
+    // References point at an anchor object, and gets read it; the anchor is put over gRPC.
+    // REST canonical puts alone need no gRPC endpoint.
+    let needs_grpc = args.transports.contains(&Transport::Grpc)
+        || args.ops.iter().any(|&op| op != Operation::CanonicalPut);
+    let (noema, object_id) = if needs_grpc {
+        let noema = args.client.connect().await?;
+        let anchor = canonical_request(
+            format!("{{\"bench_anchor\":{run}}}").into_bytes(),
+            "observation",
+            "application/json",
+            "bench",
+            OffsetDateTime::now_utc(),
+        );
+        let object_id = noema.put_canonical(anchor).await?.id;
+        (Some(noema), object_id)
+    } else {
+        (None, String::new())
+    };
     let http = noema_tools::tls::client_builder()
         .pool_max_idle_per_host(args.concurrency)
         .build()

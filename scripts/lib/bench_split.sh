@@ -1,0 +1,252 @@
+# shellcheck shell=bash
+# `scripts/bench-ledger --split`: the ledger's split shape (`noema serve identity`,
+# `noema serve ledger`, `noema serve gateway`, three processes) on PostgreSQL and an S3
+# server, measured with `noema bench ledger` (REST canonical puts), and optionally
+# open-cognition's control plane on the same backends with the same client, run for run
+# interleaved. Source it after scripts/lib/common.sh and scripts/lib/backends.sh.
+#
+# Every figure is a median over the runs. CPU per put is given per process (its own time,
+# plus that of its children, live or reaped: PostgreSQL's backends), from /proc.
+
+# Internal state, reset at source time.
+BENCH_SPLIT_PIDS=()
+BENCH_SPLIT_DATABASES=()
+BENCH_SPLIT_ADMIN_URL=''
+BENCH_SPLIT_URL='' BENCH_SPLIT_PID=''
+
+# bench_split_database NAME: create database NAME on the admin server; its URL goes to
+# BENCH_SPLIT_URL (not printed: a subshell would lose the list of what to drop).
+bench_split_database() {
+  local name=$1
+  psql -X -q -w "$BENCH_SPLIT_ADMIN_URL" -c "create database $name" >/dev/null ||
+    noema_die "cannot create database $name"
+  BENCH_SPLIT_DATABASES+=("$name")
+  BENCH_SPLIT_URL=$(python3 -c '
+import sys, urllib.parse
+url = urllib.parse.urlsplit(sys.argv[1])
+print(urllib.parse.urlunsplit(url._replace(path="/" + sys.argv[2])))' "$BENCH_SPLIT_ADMIN_URL" "$name")
+}
+
+# bench_split_s3_part NAME: one part of NOEMA_TEST_S3_URL (bucket, endpoint, region).
+bench_split_s3_part() {
+  python3 - "$NOEMA_TEST_S3_URL" "$1" <<'EOF'
+import sys, urllib.parse
+url = urllib.parse.urlsplit(sys.argv[1])
+query = dict(urllib.parse.parse_qsl(url.query))
+print({"bucket": url.netloc, "endpoint": query.get("endpoint", ""),
+       "region": query.get("region", "us-east-1")}[sys.argv[2]])
+EOF
+}
+
+# bench_split_wait URL PID LOG: until URL answers 2xx, or die when PID exits.
+bench_split_wait() {
+  local url=$1 pid=$2 log=$3 deadline=$((SECONDS + 60))
+  until curl -fsS -o /dev/null "$url" 2>/dev/null; do
+    if ! kill -0 "$pid" 2>/dev/null || ((SECONDS >= deadline)); then
+      noema_dump_log "log of the process behind $url" "$log"
+      noema_die "$url did not answer"
+    fi
+    sleep 0.2
+  done
+}
+
+# bench_split_start LOG CMD...: start CMD in the background; its pid goes to BENCH_SPLIT_PID.
+bench_split_start() {
+  local log=$1
+  shift
+  "$@" </dev/null >"$log" 2>&1 &
+  BENCH_SPLIT_PID=$!
+  BENCH_SPLIT_PIDS+=("$BENCH_SPLIT_PID")
+}
+
+bench_split_stop() {
+  local pid
+  for pid in "${BENCH_SPLIT_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${BENCH_SPLIT_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  BENCH_SPLIT_PIDS=()
+  local name
+  for name in "${BENCH_SPLIT_DATABASES[@]}"; do
+    psql -X -q -w "$BENCH_SPLIT_ADMIN_URL" -c "drop database if exists $name" >/dev/null 2>&1 || true
+  done
+  BENCH_SPLIT_DATABASES=()
+  noema_backends_stop
+}
+
+# bench_split_cpu NAME=PID...: CPU seconds used so far by each process and its
+# descendants (reaped children included), as a JSON object by name.
+bench_split_cpu() {
+  python3 - "$@" <<'EOF'
+import json, os, sys
+tick = os.sysconf("SC_CLK_TCK")
+stats = {}
+for entry in os.listdir("/proc"):
+    if entry.isdigit():
+        try:
+            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # fields[0] is the state: ppid is fields[1], utime..cstime fields[11..14].
+        stats[int(entry)] = (int(fields[1]), sum(int(f) for f in fields[11:15]))
+children = {}
+for pid, (ppid, _) in stats.items():
+    children.setdefault(ppid, []).append(pid)
+def tree(pid):
+    return stats.get(pid, (0, 0))[1] + sum(tree(c) for c in children.get(pid, []))
+out = {}
+for pair in sys.argv[1:]:
+    name, pid = pair.split("=", 1)
+    out[name] = tree(int(pid)) / tick
+print(json.dumps(out))
+EOF
+}
+
+# bench_split_run SYSTEM RUN REST PROCESSES...: one `noema bench ledger` run against REST,
+# with CPU per op of each NAME=PID in PROCESSES; its JSON goes to $dir/SYSTEM-RUN.json.
+bench_split_run() {
+  local system=$1 run=$2 rest=$3
+  shift 3
+  local before after
+  before=$(bench_split_cpu "$@")
+  "$bin" bench ledger --rest "$rest" --endpoint "http://$ledger_grpc" --token "$token" \
+    --concurrency "$concurrency" --duration "$duration" "${bench_flags[@]}" \
+    >"$dir/$system-$run.bench.json"
+  after=$(bench_split_cpu "$@")
+  python3 - "$dir/$system-$run.bench.json" "$before" "$after" "$system" \
+    >"$dir/$system-$run.json" <<'EOF'
+import json, sys
+report = json.load(open(sys.argv[1]))
+before, after = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+row = report["results"][0]
+ops = max(row["ops"], 1)
+cpu = {name: round((after[name] - before[name]) / ops * 1e6) for name in before}
+cpu["bench"] = row.get("bench_cpu_us_per_op")
+print(json.dumps({"system": sys.argv[4], "ops": row["ops"], "errors": row["errors"],
+                  "first_error": row.get("first_error"),
+                  "throughput_per_sec": row["throughput_per_sec"], "p50_ms": row["p50_ms"],
+                  "p99_ms": row["p99_ms"], "cpu_us_per_op": cpu}))
+EOF
+}
+
+bench_split_main() {
+  local runs=$1
+  shift
+  bench_flags=("$@")
+  ((${#bench_flags[@]})) || bench_flags=(--ops canonical_put --transports rest)
+
+  trap bench_split_stop EXIT
+  noema_backends_start
+  BENCH_SPLIT_ADMIN_URL=$NOEMA_TEST_DATABASE_URL
+  command -v psql >/dev/null || noema_die 'psql is needed to create the benchmark databases'
+
+  local tag=noema_bench_$$
+  local identity_db ledger_db
+  bench_split_database "${tag}_identity"
+  identity_db=$BENCH_SPLIT_URL
+  bench_split_database "${tag}_ledger"
+  ledger_db=$BENCH_SPLIT_URL
+  local bucket endpoint region
+  bucket=$(bench_split_s3_part bucket)
+  endpoint=$(bench_split_s3_part endpoint)
+  region=$(bench_split_s3_part region)
+  local s3_query=${NOEMA_TEST_S3_URL#*\?}
+  [[ $s3_query != "$NOEMA_TEST_S3_URL" ]] || s3_query=''
+
+  token="noema_$(python3 -c 'import secrets; print(secrets.token_hex(20))')"
+  local token_hash
+  token_hash="sha256:$(printf %s "$token" | sha256sum | cut -d' ' -f1)"
+
+  local identity_grpc=127.0.0.1:$(noema_free_port)
+  ledger_grpc=127.0.0.1:$(noema_free_port)
+  local gateway_grpc=127.0.0.1:$(noema_free_port) gateway_http=127.0.0.1:$(noema_free_port)
+  local common=(NOEMA__AUTH__OWNER_TOKEN_SHA256="$token_hash"
+    NOEMA__TELEMETRY__LOG_FILTER=warn)
+  local identity_pid ledger_pid gateway_pid
+  bench_split_start "$dir/identity.log" env "${common[@]}" \
+    NOEMA__IDENTITY__DATABASE_URL="$identity_db" \
+    "$bin" serve identity --data-dir "$dir/identity" --grpc-addr "$identity_grpc"
+  identity_pid=$BENCH_SPLIT_PID
+  bench_split_start "$dir/ledger.log" env "${common[@]}" \
+    NOEMA__LEDGER__DATABASE_URL="$ledger_db" \
+    NOEMA__LEDGER__OBJECT_STORE_URL="s3://$bucket/$tag${s3_query:+?$s3_query}" \
+    NOEMA__ENDPOINTS__IDENTITY="http://$identity_grpc" \
+    "$bin" serve ledger --data-dir "$dir/ledger" --grpc-addr "$ledger_grpc"
+  ledger_pid=$BENCH_SPLIT_PID
+  bench_split_start "$dir/gateway.log" env "${common[@]}" \
+    NOEMA__ENDPOINTS__IDENTITY="http://$identity_grpc" \
+    NOEMA__ENDPOINTS__LEDGER="http://$ledger_grpc" \
+    "$bin" serve gateway --data-dir "$dir/gateway" --grpc-addr "$gateway_grpc" \
+    --http-addr "$gateway_http"
+  gateway_pid=$BENCH_SPLIT_PID
+  bench_split_wait "http://$gateway_http/readyz" "$gateway_pid" "$dir/gateway.log"
+  local noema_processes=(identity="$identity_pid" ledger="$ledger_pid" gateway="$gateway_pid")
+  local backend_processes=()
+  [[ -z $NOEMA_PG_PID ]] || backend_processes+=(postgres="$NOEMA_PG_PID")
+  [[ -z $NOEMA_MOTO_PID ]] || backend_processes+=(s3="$NOEMA_MOTO_PID")
+  [[ -z ${NOEMA_BENCH_S3_PID:-} ]] || backend_processes+=(s3="$NOEMA_BENCH_S3_PID")
+  [[ -z ${NOEMA_BENCH_POSTGRES_PID:-} ]] || backend_processes+=(postgres="$NOEMA_BENCH_POSTGRES_PID")
+
+  local oc_http='' oc_pid=''
+  if [[ -n ${OPEN_COGNITION_DIR:-} ]]; then
+    [[ -x $OPEN_COGNITION_DIR/control-plane ]] ||
+      noema_die "OPEN_COGNITION_DIR: no control-plane binary in $OPEN_COGNITION_DIR" \
+        "(go build ./cmd/control-plane there)"
+    local oc_db migration
+    bench_split_database "${tag}_open_cognition"
+    oc_db=$BENCH_SPLIT_URL
+    for migration in "$OPEN_COGNITION_DIR"/migrations/*.sql; do
+      psql -X -q -w -v ON_ERROR_STOP=1 "$oc_db" -f "$migration" >/dev/null ||
+        noema_die "open-cognition migration $migration failed"
+    done
+    local oc_port
+    oc_port=$(noema_free_port)
+    oc_http=127.0.0.1:$oc_port
+    bench_split_start "$dir/open-cognition.log" env \
+      DATABASE_URL="$oc_db?sslmode=disable" PORT="$oc_port" \
+      STORAGE_ENDPOINT="$endpoint" STORAGE_BUCKET="${tag//_/-}-oc" STORAGE_REGION="$region" \
+      STORAGE_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" \
+      STORAGE_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}" \
+      DASHBOARD_DIR="$OPEN_COGNITION_DIR/dashboard/static" \
+      "$OPEN_COGNITION_DIR/control-plane"
+    oc_pid=$BENCH_SPLIT_PID
+    bench_split_wait "http://$oc_http/status" "$oc_pid" "$dir/open-cognition.log"
+  fi
+
+  local run
+  for run in $(seq "$runs"); do
+    echo "run $run of $runs: noema split" >&2
+    bench_split_run noema "$run" "http://$gateway_http" \
+      "${noema_processes[@]}" "${backend_processes[@]}"
+    if [[ -n $oc_pid ]]; then
+      echo "run $run of $runs: open-cognition" >&2
+      bench_split_run open-cognition "$run" "http://$oc_http" \
+        control-plane="$oc_pid" "${backend_processes[@]}"
+    fi
+  done
+
+  python3 - "$dir" "$runs" "$concurrency" "$duration" <<'EOF'
+import glob, json, statistics, sys
+directory, runs, concurrency, duration = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+systems = {}
+for system in ("noema", "open-cognition"):
+    rows = [json.load(open(f"{directory}/{system}-{n}.json")) for n in range(1, runs + 1)
+            if glob.glob(f"{directory}/{system}-{n}.json")]
+    if not rows:
+        continue
+    median = lambda key: statistics.median(r[key] for r in rows)
+    systems[system] = {
+        "errors": sum(r["errors"] for r in rows),
+        "throughput_per_sec": median("throughput_per_sec"),
+        "p50_ms": median("p50_ms"), "p99_ms": median("p99_ms"),
+        "cpu_us_per_op": {name: statistics.median(r["cpu_us_per_op"][name] for r in rows)
+                          for name in rows[0]["cpu_us_per_op"]
+                          if all(r["cpu_us_per_op"].get(name) is not None for r in rows)},
+        "each_run": rows,
+    }
+out = {"shape": "split", "runs": runs, "concurrency": concurrency,
+       "seconds_per_run": duration, "median": systems}
+if "open-cognition" in systems:
+    out["throughput_ratio"] = round(systems["noema"]["throughput_per_sec"]
+                                    / systems["open-cognition"]["throughput_per_sec"], 2)
+print(json.dumps(out, indent=2))
+EOF
+}
