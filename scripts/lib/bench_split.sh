@@ -144,6 +144,13 @@ bench_split_main() {
   identity_db=$BENCH_SPLIT_URL
   bench_split_database "${tag}_ledger"
   ledger_db=$BENCH_SPLIT_URL
+  # The gateway fronts every service: the ones this benchmark does not call run, idle, in
+  # a fourth process, so that the gateway is ready.
+  local others=(continuity orchestrator world) others_env=() service
+  for service in "${others[@]}"; do
+    bench_split_database "${tag}_$service"
+    others_env+=("NOEMA__${service^^}__DATABASE_URL=$BENCH_SPLIT_URL")
+  done
   local bucket endpoint region
   bucket=$(bench_split_s3_part bucket)
   endpoint=$(bench_split_s3_part endpoint)
@@ -156,29 +163,43 @@ bench_split_main() {
   token_hash="sha256:$(printf %s "$token" | sha256sum | cut -d' ' -f1)"
 
   local identity_grpc=127.0.0.1:$(noema_free_port)
+  local others_grpc=127.0.0.1:$(noema_free_port)
   ledger_grpc=127.0.0.1:$(noema_free_port)
   local gateway_grpc=127.0.0.1:$(noema_free_port) gateway_http=127.0.0.1:$(noema_free_port)
   local common=(NOEMA__AUTH__OWNER_TOKEN_SHA256="$token_hash"
     NOEMA__TELEMETRY__LOG_FILTER=warn)
-  local identity_pid ledger_pid gateway_pid
+  local s3_url_of
+  s3_url_of() { echo "s3://$bucket/$tag-$1${s3_query:+?$s3_query}"; }
+  others_env+=("NOEMA__CONTINUITY__OBJECT_STORE_URL=$(s3_url_of continuity)")
+  local identity_pid ledger_pid others_pid gateway_pid
   bench_split_start "$dir/identity.log" env "${common[@]}" \
     NOEMA__IDENTITY__DATABASE_URL="$identity_db" \
     "$bin" serve identity --data-dir "$dir/identity" --grpc-addr "$identity_grpc"
   identity_pid=$BENCH_SPLIT_PID
   bench_split_start "$dir/ledger.log" env "${common[@]}" \
     NOEMA__LEDGER__DATABASE_URL="$ledger_db" \
-    NOEMA__LEDGER__OBJECT_STORE_URL="s3://$bucket/$tag${s3_query:+?$s3_query}" \
+    NOEMA__LEDGER__OBJECT_STORE_URL="$(s3_url_of ledger)" \
     NOEMA__ENDPOINTS__IDENTITY="http://$identity_grpc" \
     "$bin" serve ledger --data-dir "$dir/ledger" --grpc-addr "$ledger_grpc"
   ledger_pid=$BENCH_SPLIT_PID
-  bench_split_start "$dir/gateway.log" env "${common[@]}" \
+  bench_split_start "$dir/others.log" env "${common[@]}" "${others_env[@]}" \
+    NOEMA__ENDPOINTS__IDENTITY="http://$identity_grpc" \
+    NOEMA__ENDPOINTS__LEDGER="http://$ledger_grpc" \
+    "$bin" serve "${others[@]}" --data-dir "$dir/others" --grpc-addr "$others_grpc"
+  others_pid=$BENCH_SPLIT_PID
+  local others_endpoints=()
+  for service in "${others[@]}"; do
+    others_endpoints+=("NOEMA__ENDPOINTS__${service^^}=http://$others_grpc")
+  done
+  bench_split_start "$dir/gateway.log" env "${common[@]}" "${others_endpoints[@]}" \
     NOEMA__ENDPOINTS__IDENTITY="http://$identity_grpc" \
     NOEMA__ENDPOINTS__LEDGER="http://$ledger_grpc" \
     "$bin" serve gateway --data-dir "$dir/gateway" --grpc-addr "$gateway_grpc" \
     --http-addr "$gateway_http"
   gateway_pid=$BENCH_SPLIT_PID
   bench_split_wait "http://$gateway_http/readyz" "$gateway_pid" "$dir/gateway.log"
-  local noema_processes=(identity="$identity_pid" ledger="$ledger_pid" gateway="$gateway_pid")
+  local noema_processes=(identity="$identity_pid" ledger="$ledger_pid" gateway="$gateway_pid"
+    idle-services="$others_pid")
   local backend_processes=()
   [[ -z $NOEMA_PG_PID ]] || backend_processes+=(postgres="$NOEMA_PG_PID")
   [[ -z $NOEMA_MOTO_PID ]] || backend_processes+=(s3="$NOEMA_MOTO_PID")
