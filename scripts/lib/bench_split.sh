@@ -102,6 +102,8 @@ EOF
 
 # bench_split_run SYSTEM RUN REST PROCESSES...: one `noema bench ledger` run against REST,
 # with CPU per op of each NAME=PID in PROCESSES; its JSON goes to $dir/SYSTEM-RUN.json.
+# Reads bench-ledger's bin, dir, concurrency and duration, and bench_split_main's token,
+# ledger_grpc and bench_flags.
 bench_split_run() {
   local system=$1 run=$2 rest=$3
   shift 3
@@ -116,6 +118,8 @@ bench_split_run() {
 import json, sys
 report = json.load(open(sys.argv[1]))
 before, after = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+if len(report["results"]) != 1:
+    sys.exit("--split measures one phase (one --ops, one --transports): CPU is read per run")
 row = report["results"][0]
 ops = max(row["ops"], 1)
 cpu = {name: round((after[name] - before[name]) / ops * 1e6) for name in before}

@@ -819,3 +819,114 @@ async fn s3_puts_are_retried_by_the_write_policy_alone() {
     assert!(err.is_retryable(), "{err:?}");
     assert_eq!(count(), 1 + QUICK_RETRY.attempts);
 }
+
+/// A loopback S3 server without conditional writes: it forwards every request to the test's
+/// S3 server, except a PUT with `If-None-Match`, which it answers 501 Not Implemented (as
+/// S3-compatible servers that lack the feature do). Returns its endpoint and how many
+/// conditional PUTs it refused.
+async fn server_without_conditional_writes() -> (String, Arc<std::sync::atomic::AtomicU32>) {
+    use axum::body::Body;
+    use axum::extract::{Request, State};
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::{IntoResponse, Response};
+
+    #[derive(Clone)]
+    struct Upstream {
+        endpoint: String,
+        http: reqwest::Client,
+        refused: Arc<std::sync::atomic::AtomicU32>,
+    }
+
+    async fn forward(State(upstream): State<Upstream>, request: Request) -> Response {
+        let (parts, body) = request.into_parts();
+        if parts.method == axum::http::Method::PUT && parts.headers.contains_key("if-none-match") {
+            upstream
+                .refused
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>NotImplemented</Code>\
+                        <Message>A header you provided implies functionality that is not \
+                        implemented</Message></Error>";
+            return (StatusCode::NOT_IMPLEMENTED, body).into_response();
+        }
+        let body = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .expect("request body");
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut headers = parts.headers.clone();
+        headers.remove(axum::http::header::HOST);
+        let answer = upstream
+            .http
+            .request(parts.method, format!("{}{path}", upstream.endpoint))
+            .headers(headers)
+            .body(body)
+            .send()
+            .await
+            .expect("the test's S3 server answers");
+        let status = answer.status();
+        let mut headers = HeaderMap::new();
+        for (name, value) in answer.headers() {
+            if name != axum::http::header::TRANSFER_ENCODING
+                && name != axum::http::header::CONNECTION
+            {
+                headers.append(name, value.clone());
+            }
+        }
+        let bytes = answer.bytes().await.expect("response body");
+        (status, headers, Body::from(bytes)).into_response()
+    }
+
+    let url = url::Url::parse(&s3_url()).expect("NOEMA_TEST_S3_URL parses");
+    let endpoint = url
+        .query_pairs()
+        .find(|(k, _)| k == "endpoint")
+        .map(|(_, v)| v.trim_end_matches('/').to_owned())
+        .expect("NOEMA_TEST_S3_URL names an endpoint");
+    let refused = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let upstream = Upstream {
+        endpoint,
+        http: noema_tools::tls::client().expect("http client"),
+        refused: Arc::clone(&refused),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let app = axum::Router::new().fallback(forward).with_state(upstream);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}"), refused)
+}
+
+/// `put_if_absent` on a server that answers conditional writes 501: a HEAD and a PUT
+/// instead, the same outcomes, and the conditional form is not tried again.
+#[tokio::test]
+async fn s3_without_conditional_writes_puts_if_absent_with_a_head_and_a_put() {
+    let (endpoint, refused) = server_without_conditional_writes().await;
+    let prefix = format!("/{}", scratch("no-conditional"));
+    let store = object::open(&s3_url_with(Some(&prefix), Some(("endpoint", &endpoint))))
+        .await
+        .expect("open s3 store through the server");
+    let outcome = store
+        .put_if_absent("doc", Bytes::from_static(b"first"), "text/plain")
+        .await
+        .expect("first put_if_absent");
+    assert_eq!(outcome, object::PutOutcome::Created);
+    let outcome = store
+        .put_if_absent("doc", Bytes::from_static(b"second"), "text/plain")
+        .await
+        .expect("second put_if_absent");
+    assert_eq!(outcome, object::PutOutcome::Exists);
+    let body = store
+        .get("doc")
+        .await
+        .expect("get")
+        .bytes()
+        .await
+        .expect("body");
+    assert_eq!(body.as_ref(), b"first");
+    assert_eq!(
+        refused.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "after one 501 the store stops sending conditional writes"
+    );
+    store.delete("doc").await.expect("clean up");
+}

@@ -194,6 +194,17 @@ impl Node {
             let own = grpc_addr.map(|a| format!("http://{a}"));
             let mut upstreams = Vec::new();
             for spec in registry.services() {
+                // A service that has no endpoint and does not run here is not deployed (the
+                // Helm chart's `enabled: false`): the gateway does not front it, and its
+                // routes answer 503 naming it.
+                if config.endpoint(spec.name).is_none() && !hosts(spec.name) {
+                    tracing::warn!(
+                        service = spec.name,
+                        "no endpoint for this service: the gateway does not front it (its routes answer 503); set endpoints.{} to front it",
+                        spec.name
+                    );
+                    continue;
+                }
                 upstreams.push(noema_gateway::Upstream {
                     name: spec.name,
                     endpoint: endpoint(config, spec.name, hosts(spec.name), own.as_deref())?,

@@ -267,13 +267,20 @@ async fn register_agent_key(
 
 /// Starts `noema up` logging at debug level into `log`.
 fn start_up(data_dir: &std::path::Path, log: &std::path::Path) -> Running {
+    start_roles(&["up"], data_dir, log)
+}
+
+/// `noema <command…>` (`up`, or `serve` and its roles) on free ports, once it has printed
+/// its addresses.
+fn start_roles(command: &[&str], data_dir: &std::path::Path, log: &std::path::Path) -> Running {
     let log_file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .unwrap();
     let mut child = noema()
-        .args(["up", "--data-dir", data_dir.to_str().unwrap()])
+        .args(command)
+        .args(["--data-dir", data_dir.to_str().unwrap()])
         .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
         .env("RUST_LOG", "debug")
         .stdout(Stdio::piped())
@@ -1609,4 +1616,56 @@ fn bench_world_runs_turns_against_toys_in_their_own_process() {
         report["concurrent"]["turn_ms_median"].as_f64().unwrap() >= 30.0,
         "{report}"
     );
+}
+
+/// A gateway given no endpoint for a service that its process does not run either (the Helm
+/// chart's `enabled: false`) starts, is ready, serves the services it has, and answers the
+/// missing one's routes 503 naming it. The ledger bench's REST canonical puts need no gRPC
+/// endpoint (here: none listens), so the same client can measure other servers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_without_some_services_serves_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut running = start_roles(
+        &["serve", "identity", "ledger", "gateway"],
+        &data,
+        &dir.path().join("noema.log"),
+    );
+    let token = owner_token(&data);
+    let http = noema_tools::tls::client().unwrap();
+    let ready = http
+        .get(format!("{}/readyz", running.rest))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200, "{}", ready.text().await.unwrap());
+    let status = http
+        .get(format!("{}/status", running.rest))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status.status(), 200);
+    let missing = http
+        .get(format!("{}/requests", running.rest))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 503);
+    let body = missing.text().await.unwrap();
+    assert!(body.contains("orchestrator"), "{body}");
+
+    let out = run(noema()
+        .args(["bench", "ledger", "--concurrency", "2", "--duration", "1"])
+        .args(["--ops", "canonical_put", "--transports", "rest"])
+        .args(["--rest", &running.rest, "--token", &token])
+        .args(["--endpoint", "http://127.0.0.1:9"]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let result = &report["results"][0];
+    assert_eq!(result["errors"], 0, "{result}");
+    assert!(result["ops"].as_u64().unwrap() > 0, "{result}");
+    sigterm(&running.child);
+    assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
 }
