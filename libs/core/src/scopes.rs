@@ -96,10 +96,16 @@ pub const TOKEN_TEMPLATES: [TokenTemplate; 3] = [
     },
 ];
 
-/// The template called `name`.
 /// The longest `ttl_seconds` a token may be issued with: one year.
 pub const MAX_TOKEN_TTL_SECONDS: u64 = 31_536_000;
 
+/// A token namespace as a regular expression (the OpenAPI document's pattern): `*`, or a
+/// relative path of non-empty segments other than `.` and `..`. The identity service checks
+/// the same rule by hand, and a property test there keeps the two equal.
+pub const NAMESPACE_PATTERN: &str =
+    r"^(?:\*|(?:[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)(?:/(?:[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+))*)$";
+
+/// The template called `name`.
 pub fn token_template(name: &str) -> Option<&'static TokenTemplate> {
     TOKEN_TEMPLATES.iter().find(|t| t.name == name)
 }

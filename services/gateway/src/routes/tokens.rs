@@ -168,10 +168,9 @@ fn scope_list(_: &mut SchemaGenerator) -> Schema {
 
 /// Namespaces (default `*`): `*`, or a relative path of non-empty segments other than `.` and `..`.
 fn namespace_list(_: &mut SchemaGenerator) -> Schema {
-    const SEGMENT: &str = r"(?:[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)";
     json_schema!({
         "type": "array",
-        "items": { "type": "string", "pattern": format!("^(?:\\*|{SEGMENT}(?:/{SEGMENT})*)$") }
+        "items": { "type": "string", "pattern": noema_core::scopes::NAMESPACE_PATTERN }
     })
 }
 

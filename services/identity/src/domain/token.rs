@@ -710,4 +710,24 @@ mod tests {
         );
         assert!(check_tenant_grant(&issuer(true), "team:red").is_ok());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            cases: 2048,
+            failure_persistence: None,
+            ..proptest::test_runner::Config::default()
+        })]
+
+        /// The OpenAPI document's namespace pattern accepts exactly what the service does.
+        #[test]
+        fn the_documented_namespace_pattern_is_the_rule(namespace in "[a./*]{0,7}") {
+            let pattern = regex::Regex::new(noema_core::scopes::NAMESPACE_PATTERN).unwrap();
+            proptest::prop_assert_eq!(
+                pattern.is_match(&namespace),
+                validate_namespaces("read_namespaces", std::slice::from_ref(&namespace)).is_ok(),
+                "{:?}",
+                namespace
+            );
+        }
+    }
 }
