@@ -141,16 +141,12 @@ async fn append<D: Engine>(
     // On Postgres the insert and the head's move are one statement (a data-modifying
     // WITH): one round trip less per audited write. SQLite has no such WITH, and its
     // statements cost no round trip.
-    let mut statement = Builder::<D>::new(match D::BACKEND {
-        Backend::Postgres => {
-            "WITH appended AS (INSERT INTO audit_log \
-             (id, occurred_at, actor, action, target_id, target_type, detail, prev_hash, hash) "
-        }
-        Backend::Sqlite => {
-            "INSERT INTO audit_log \
-             (id, occurred_at, actor, action, target_id, target_type, detail, prev_hash, hash) "
-        }
-    });
+    let postgres = D::BACKEND == Backend::Postgres;
+    let mut statement = Builder::<D>::new(if postgres { "WITH appended AS (" } else { "" });
+    statement.push(
+        "INSERT INTO audit_log \
+         (id, occurred_at, actor, action, target_id, target_type, detail, prev_hash, hash) ",
+    );
     statement.push_values(&entries, |row, entry| {
         row.bind(entry.id)
             .bind(entry.occurred_at)
@@ -162,7 +158,7 @@ async fn append<D: Engine>(
             .bind(&entry.prev_hash)
             .bind(&entry.hash);
     });
-    if D::BACKEND == Backend::Postgres {
+    if postgres {
         statement
             .push(") UPDATE audit_head SET last_id = ")
             .push_bind(last_id)
