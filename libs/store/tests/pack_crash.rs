@@ -286,7 +286,9 @@ async fn a_kill_mid_write_loses_no_acknowledged_object() {
         // The child found the index the last recovery rebuilt complete; the reopening after
         // the kill read only what the index's last durable commit did not cover.
         assert_eq!(read_on_open, 0);
-        assert!(recovered.replayed > 0);
+        // A kill just after an index commit leaves nothing to replay, so none may be read;
+        // never more than the segments hold.
+        assert!(recovered.replayed <= recovered.rebuilt);
         if round > 1 {
             assert!(
                 recovered.replayed < recovered.rebuilt,
