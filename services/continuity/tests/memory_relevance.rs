@@ -1,9 +1,11 @@
 //! SQLite: search's relevance, computed from the stored term counts by the tenant's
-//! in-memory index, is FTS5's own `bm25()` bit for bit in a store of one tenant, and the hits
-//! come in the order FTS5's ranking gives them, through writes, rewrites, appends (to a
-//! document without a final newline too), and a rebuild after the index and the counts were
-//! damaged. FTS5's statistics are table-wide; search's are the tenant's: another tenant's
-//! documents never move a tenant's relevances.
+//! in-memory index, is FTS5's own `bm25()` over the documents whole, bit for bit in a store of
+//! one tenant, and the hits come in the order FTS5's ranking gives them, through writes,
+//! rewrites, appends (to a document without a final newline too), and a rebuild after the
+//! index and the counts were damaged. Appended lines are index rows of their own, so the
+//! oracle indexes each document whole in a table of its own. FTS5's statistics are
+//! table-wide; search's are the tenant's: another tenant's documents never move a tenant's
+//! relevances.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,7 +17,9 @@ use noema_store::with_pool;
 use serde_json::json;
 use support::*;
 
-/// FTS5's own ranking of the tenant's documents: `(path, relevance)`, best first.
+/// FTS5's own ranking of the tenant's documents: `(path, relevance)`, best first, from a
+/// table holding every tenant's documents whole (FTS5's statistics are the table's), as
+/// the original indexes its files.
 async fn fts5_ranking(h: &Harness, tenant: &str, terms: &[&str]) -> Vec<(String, f64)> {
     let matching = terms
         .iter()
@@ -23,16 +27,38 @@ async fn fts5_ranking(h: &Harness, tenant: &str, terms: &[&str]) -> Vec<(String,
         .collect::<Vec<_>>()
         .join(" OR ");
     with_pool!(&h.db, |pool| {
+        // A temporary table is the connection's: every statement in one transaction, rolled
+        // back when it is dropped.
+        let mut conn = pool.begin().await.unwrap();
         query(
-            "SELECT d.path, -bm25(memory_fts, 0.0, 2.0, 1.0) FROM memory_fts \
-             CROSS JOIN memory_documents d ON d.id = memory_fts.rowid \
-             WHERE memory_fts MATCH $1 AND d.tenant = $2 \
-             ORDER BY -bm25(memory_fts, 0.0, 2.0, 1.0) + COALESCE(d.importance, 0) DESC, \
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.whole_fts USING fts5(tenant UNINDEXED, \
+             path, body, tokenize = 'unicode61 remove_diacritics 2')",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        query("DELETE FROM temp.whole_fts")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        query(
+            "INSERT INTO temp.whole_fts (rowid, tenant, path, body) SELECT d.id, d.tenant, \
+             d.path, d.content || COALESCE((SELECT group_concat(a.line, '' ORDER BY a.id) \
+             FROM memory_appends a WHERE a.doc = d.id), '') FROM memory_documents d",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        query(
+            "SELECT d.path, -bm25(whole_fts, 0.0, 2.0, 1.0) FROM temp.whole_fts \
+             CROSS JOIN memory_documents d ON d.id = whole_fts.rowid \
+             WHERE whole_fts MATCH $1 AND d.tenant = $2 \
+             ORDER BY -bm25(whole_fts, 0.0, 2.0, 1.0) + COALESCE(d.importance, 0) DESC, \
              d.path ASC",
         )
         .bind(matching)
         .bind(tenant)
-        .fetch_all(pool)
+        .fetch_all(&mut conn)
         .await
         .unwrap()
     })

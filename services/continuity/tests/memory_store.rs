@@ -8,6 +8,7 @@ mod support;
 
 use std::sync::Arc;
 
+use noema_continuity::domain::memory::describe;
 use noema_continuity::store::HitQuery;
 use noema_store::sql::query;
 use noema_store::with_pool;
@@ -19,6 +20,7 @@ conformance!(
     search_is_term_based_ranked_and_never_stale,
     recent_lists_newest_first_with_filters,
     rebuild_repairs_a_damaged_index,
+    appends_are_read_searched_and_rebuilt_as_one_document,
     tenants_and_namespaces_isolate_documents,
     concurrent_appends_never_lose_a_line,
     tasks_are_planning_state_per_tenant,
@@ -449,6 +451,173 @@ async fn rebuild_repairs_a_damaged_index(backend: Backend) {
         audit_actions(&h, "continuity.memory.index_rebuild").await,
         2
     );
+}
+
+async fn append(
+    h: &Harness,
+    caller: &noema_continuity::domain::access::Caller,
+    path: &str,
+    record: Value,
+) -> Value {
+    parse(
+        &h.continuity
+            .append_record(caller, &body(json!({"path": path, "record": record})))
+            .await
+            .unwrap(),
+    )
+}
+
+/// How many appended lines document `path` keeps apart from its content.
+async fn appended_rows(h: &Harness, path: &str) -> i64 {
+    let (n,): (i64,) = with_pool!(&h.db, |pool| {
+        query(
+            "SELECT COUNT(*) FROM memory_appends a JOIN memory_documents d ON d.id = a.doc \
+             WHERE d.path = $1",
+        )
+        .bind(path)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+    });
+    n
+}
+
+/// Appends are rows of their own (an append does not rewrite its document), yet the
+/// document reads, describes, searches and rebuilds as its whole content, and a whole write
+/// folds them back.
+async fn appends_are_read_searched_and_rebuilt_as_one_document(backend: Backend) {
+    let h = harness(backend).await;
+    let a = agent("agent:a");
+    let path = "memory/episodic/long.jsonl";
+    // No final newline: the first append runs into the content's last word, so it is
+    // written whole.
+    write(&h, &a, path, "{\"start\": \"#origin here\"}").await;
+    let mut expected = "{\"start\": \"#origin here\"}".to_owned();
+    let mut revisions = Vec::new();
+    for i in 0..40 {
+        let note = if i == 17 {
+            "an x-ray of the reef".to_owned()
+        } else {
+            format!("entry {i} about #tag{} and krill", i % 3)
+        };
+        let answer = append(&h, &a, path, json!({"i": i, "note": note})).await;
+        assert_eq!(answer["committed"], true);
+        revisions.push(answer["latest_commit"].as_str().unwrap().to_owned());
+        expected.push_str(&format!("{{\"i\": {i}, \"note\": \"{note}\"}}\n"));
+    }
+    // Every append made a revision of its own.
+    let distinct: std::collections::HashSet<&String> = revisions.iter().collect();
+    assert_eq!(distinct.len(), 40);
+    assert_eq!(appended_rows(&h, path).await, 39);
+
+    let read = parse(
+        &h.continuity
+            .read_file(&a, &body(json!({"path": path})))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(read["content"], expected.as_str());
+    let doc = h
+        .store
+        .memory_document("agent:a", path)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(doc.content, expected);
+    assert_eq!(doc.revision_id, revisions[39]);
+    // Described as the whole content would be.
+    let whole = describe(path, &expected);
+    assert_eq!(doc.size, whole.size);
+    assert_eq!(doc.snippet, whole.snippet);
+    assert_eq!(doc.tags, serde_json::to_string(&whole.tags).unwrap());
+    assert_eq!(
+        serde_json::from_str::<Vec<String>>(&doc.tags).unwrap(),
+        ["origin", "tag0", "tag1", "tag2"]
+    );
+
+    // Words of the content, of an appended line, and a phrase inside one.
+    for query in ["origin", "krill", "tag2", "x-ray"] {
+        assert_eq!(
+            paths(&search(&h, &a, json!({"query": query})).await),
+            [path],
+            "{query}"
+        );
+    }
+    let hit = &search(&h, &a, json!({"query": "krill"})).await["results"][0];
+    assert_eq!(hit["size"], whole.size);
+    assert_eq!(hit["snippet"], whole.snippet.as_str());
+
+    // Nothing to repair after appends.
+    let clean = parse(&h.continuity.index_rebuild(&a).await.unwrap());
+    assert_eq!(
+        clean["incremental"],
+        json!({"changed_count": 0, "removed_count": 0, "unchanged_count": 1})
+    );
+
+    // The appended line's index lost: search misses it, a rebuild brings it back.
+    with_pool!(&h.db, |pool| match backend {
+        Backend::Sqlite => {
+            query(
+                "DELETE FROM memory_fts_lines WHERE rowid IN (SELECT id FROM memory_appends \
+                 WHERE line LIKE '%x-ray%')",
+            )
+            .execute(pool)
+            .await
+            .unwrap();
+        }
+        Backend::Postgres => {
+            query("UPDATE memory_search SET terms = to_tsvector('simple', 'nothing')")
+                .execute(pool)
+                .await
+                .unwrap();
+        }
+    });
+    assert!(paths(&search(&h, &a, json!({"query": "x-ray"})).await).is_empty());
+    let repaired = parse(&h.continuity.index_rebuild(&a).await.unwrap());
+    assert_eq!(
+        repaired["incremental"],
+        json!({"changed_count": 1, "removed_count": 0, "unchanged_count": 0})
+    );
+    assert_eq!(
+        paths(&search(&h, &a, json!({"query": "x-ray"})).await),
+        [path]
+    );
+    let rebuilt = h
+        .store
+        .memory_document("agent:a", path)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rebuilt.content, expected);
+    assert_eq!(rebuilt.revision_id, revisions[39]);
+
+    // More appends, then a whole write: the lines fold into it and their words are gone.
+    append(&h, &a, path, json!({"note": "a walrus"})).await;
+    assert_eq!(
+        paths(&search(&h, &a, json!({"query": "walrus"})).await),
+        [path]
+    );
+    write(&h, &a, path, "{\"fresh\": \"start\"}\n").await;
+    assert_eq!(appended_rows(&h, path).await, 0);
+    for gone in ["walrus", "x-ray", "krill"] {
+        assert!(
+            paths(&search(&h, &a, json!({"query": gone})).await).is_empty(),
+            "{gone}"
+        );
+    }
+    append(&h, &a, path, json!({"note": "seal"})).await;
+    assert_eq!(appended_rows(&h, path).await, 1);
+    assert_eq!(
+        h.store
+            .memory_document("agent:a", path)
+            .await
+            .unwrap()
+            .unwrap()
+            .content,
+        "{\"fresh\": \"start\"}\n{\"note\": \"seal\"}\n"
+    );
+    let clean = parse(&h.continuity.index_rebuild(&a).await.unwrap());
+    assert_eq!(clean["incremental"]["changed_count"], 0);
 }
 
 async fn tenants_and_namespaces_isolate_documents(backend: Backend) {

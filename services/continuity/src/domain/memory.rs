@@ -220,12 +220,7 @@ pub struct Description {
 
 /// Describes the document at `path` (normalised) holding `content`.
 pub fn describe(path: &str, content: &str) -> Description {
-    let markdown = path
-        .rsplit('/')
-        .next()
-        .and_then(|name| name.rsplit_once('.'))
-        .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("md"));
-    let front = if markdown {
+    let front = if is_markdown(path) {
         front_matter(content)
     } else {
         Vec::new()
@@ -250,6 +245,51 @@ pub fn describe(path: &str, content: &str) -> Description {
         snippet: snippet(content),
         size: i64::try_from(content.len()).unwrap_or(i64::MAX),
     }
+}
+
+/// The description of the document at `path` once `line` is appended to content described
+/// by `old` whose last character is `last`, when `old` and the line decide it; `None` when
+/// only the whole content can: a Markdown document (its front matter may be completed), or a
+/// seam that runs a word of the content into the line's (the snippet's words, a `#tag`).
+pub fn describe_appended(
+    path: &str,
+    old: &Description,
+    last: Option<char>,
+    line: &str,
+) -> Option<Description> {
+    let first = line.chars().next();
+    let words_apart = last.is_none_or(is_py_space) || first.is_none_or(is_py_space);
+    let tags_apart =
+        first.is_none_or(|c| !is_word_char(c)) || last.is_none_or(|c| !is_word_char(c) && c != '#');
+    if is_markdown(path) || !words_apart || !tags_apart {
+        return None;
+    }
+    let mut tags = old.tags.clone();
+    tags.extend(self::tags(line));
+    tags.sort();
+    tags.dedup();
+    // A snippet that was cut stays as it is; one that was not holds every word of the content.
+    let snippet = if old.snippet.chars().count() > SNIPPET_CHARS {
+        old.snippet.clone()
+    } else {
+        snippet(&format!("{} {line}", old.snippet))
+    };
+    Some(Description {
+        doc_type: old.doc_type.clone(),
+        importance: old.importance,
+        tags,
+        snippet,
+        size: old
+            .size
+            .saturating_add(i64::try_from(line.len()).unwrap_or(i64::MAX)),
+    })
+}
+
+fn is_markdown(path: &str) -> bool {
+    path.rsplit('/')
+        .next()
+        .and_then(|name| name.rsplit_once('.'))
+        .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("md"))
 }
 
 /// `^---\n(.*?)\n---\n` front matter as `key: value` pairs (later keys win, as in a dict).
@@ -335,6 +375,15 @@ pub fn query_terms(query: &str) -> Vec<String> {
 pub fn revision_id(previous: Option<&str>, path: &str, content: &str) -> String {
     let content_sha = noema_core::content_id::sha256_hex(content.as_bytes());
     let record = format!("{}\n{path}\n{content_sha}", previous.unwrap_or(""));
+    ContentId::of_bytes(record.as_bytes()).into_string()
+}
+
+/// The revision an append to a document at revision `previous` makes: it names that revision,
+/// the path and the appended line (which, after `previous`'s content, is the new content), so
+/// an append hashes its line, not its document.
+pub fn appended_revision_id(previous: &str, path: &str, line: &str) -> String {
+    let line_sha = noema_core::content_id::sha256_hex(line.as_bytes());
+    let record = format!("{previous}\n{path}\n+{line_sha}");
     ContentId::of_bytes(record.as_bytes()).into_string()
 }
 
@@ -935,6 +984,33 @@ mod properties {
             let _ = query_terms(&text);
             let _ = snippet(&text);
             let _ = describe("memory/core/x.md", &text);
+        }
+
+        /// Whenever an append can be described from the old description and the line alone,
+        /// that description is the whole new content's.
+        #[test]
+        fn an_appended_line_is_described_as_the_whole_content_would_be(
+            path in "(memory/episodic/a\\.jsonl|journal/b\\.md|memory/c\\.txt)",
+            old in "[a-c#_ \n\t.-]{0,300}",
+            line in "[a-c#_ \n\t.é-]{0,60}",
+        ) {
+            let before = describe(&path, &old);
+            if let Some(after) = describe_appended(&path, &before, old.chars().next_back(), &line) {
+                prop_assert_eq!(after, describe(&path, &format!("{old}{line}")));
+            }
+        }
+
+        /// Every JSON line appended to a log that ends its lines is described without the
+        /// whole content.
+        #[test]
+        fn a_jsonl_record_after_a_line_end_is_described_from_the_line(
+            old in "([a-z #]{0,80}\n){0,12}",
+            record in "\\{\"[a-z]{1,5}\": \"[a-z #-]{0,40}\"\\}\n",
+        ) {
+            let path = "memory/episodic/a.jsonl";
+            let before = describe(path, &old);
+            let after = describe_appended(path, &before, old.chars().next_back(), &record);
+            prop_assert_eq!(after, Some(describe(path, &format!("{old}{record}"))));
         }
     }
 }

@@ -6,11 +6,19 @@
 //! is never stale: FTS5 (`memory_fts`, rowid = document id) on SQLite, a `tsvector` row with a
 //! GIN index (`memory_search`) on Postgres. Both index the path (weighted higher) and the whole
 //! content with no stemming, so both engines find the same documents for the same terms.
+//! An append (SQLite migration 0008, Postgres 0007) does not rewrite its document: its line is a row of
+//! `memory_appends` (and of `memory_fts_lines` on SQLite; on Postgres its terms are added to
+//! the document's vector), and the document's description is updated from the line alone, so
+//! an append costs its line whatever the document's size. A document's content is its stored
+//! content followed by its lines; a whole write folds them back.
 //! On SQLite a search whose words are single tokens is answered from the tenant's in-memory
 //! index of the stored term counts ([`super::memory_postings`]), ranked with FTS5's `bm25()`
-//! over the tenant's own statistics; words FTS5 reads as phrases (`x-ray`) query `memory_fts`.
+//! over the tenant's own statistics; words FTS5 reads as phrases (`x-ray`) query `memory_fts`
+//! and `memory_fts_lines`.
 //! [`ContinuityStore::memory_rebuild_index`] is recovery: it rewrites index rows that are
 //! missing or do not match their document and drops rows without one.
+
+use std::sync::LazyLock;
 
 use noema_core::audit::AuditDraft;
 use noema_store::audit::AuditedTx;
@@ -23,7 +31,10 @@ use super::memory_postings::IndexChange;
 use super::memory_terms;
 use super::writes::{Landed, Write};
 use crate::domain::bm25;
-use crate::domain::memory::{Description, RebuildCounts, describe, modified, revision_id};
+use crate::domain::memory::{
+    Description, RebuildCounts, appended_revision_id, describe, describe_appended, modified,
+    revision_id,
+};
 use crate::error::Error;
 
 /// A tenant's document.
@@ -109,8 +120,27 @@ pub struct IndexState {
     pub latest: Option<(String, String)>,
 }
 
-const DOCUMENT_COLUMNS: &str = "path, content, revision_id, doc_type, size, importance, tags, \
-     snippet, modified_at, modified_micros";
+/// The whole content of the document row `table` names: its content as last written whole,
+/// followed by the lines appended since.
+fn whole_content(table: &str, backend: Backend) -> String {
+    let lines = match backend {
+        Backend::Sqlite => "group_concat(a.line, '' ORDER BY a.id)",
+        Backend::Postgres => "string_agg(a.line, '' ORDER BY a.id)",
+    };
+    format!(
+        "{table}.content || COALESCE((SELECT {lines} FROM memory_appends a \
+         WHERE a.doc = {table}.id), '')"
+    )
+}
+
+/// A document's columns, its whole content as `content`.
+fn document_columns(backend: Backend) -> String {
+    format!(
+        "path, {} AS content, revision_id, doc_type, size, importance, tags, snippet, \
+         modified_at, modified_micros",
+        whole_content("memory_documents", backend)
+    )
+}
 const HIT_COLUMNS: &str = "d.path, d.doc_type, d.size, d.modified_at, d.modified_micros, \
      d.snippet, d.tags, d.importance";
 
@@ -137,10 +167,11 @@ impl ContinuityStore {
         tenant: &str,
         path: &str,
     ) -> Result<Option<MemoryDocument>, Error> {
-        let sql = format!(
-            "SELECT {DOCUMENT_COLUMNS} FROM memory_documents WHERE tenant = $1 AND path = $2"
-        );
         Ok(with_pool!(self.database(), |pool| {
+            let sql = format!(
+                "SELECT {} FROM memory_documents WHERE tenant = $1 AND path = $2",
+                document_columns(pool_backend(pool))
+            );
             query(&sql)
                 .bind(tenant)
                 .bind(path)
@@ -157,12 +188,13 @@ impl ContinuityStore {
     ) -> Result<Vec<MemoryDocument>, Error> {
         let root = root.trim_end_matches('/');
         let prefix = format!("{root}/");
-        let sql = format!(
-            "SELECT {DOCUMENT_COLUMNS} FROM memory_documents WHERE tenant = $1 \
-             AND (path = $2 OR substr(path, 1, $3) = $4) ORDER BY path"
-        );
         let len = i32::try_from(prefix.chars().count()).unwrap_or(i32::MAX);
         Ok(with_pool!(self.database(), |pool| {
+            let sql = format!(
+                "SELECT {} FROM memory_documents WHERE tenant = $1 \
+                 AND (path = $2 OR substr(path, 1, $3) = $4) ORDER BY path",
+                document_columns(pool_backend(pool))
+            );
             query(&sql)
                 .bind(tenant)
                 .bind(root)
@@ -262,6 +294,7 @@ fn fts_match(terms: &[String]) -> String {
 
 /// Each engine's relevance of a hit (higher is better).
 const SQLITE_RELEVANCE: &str = "-bm25(memory_fts, 0.0, 2.0, 1.0)";
+const SQLITE_LINE_RELEVANCE: &str = "-bm25(memory_fts_lines)";
 const PG_RELEVANCE: &str = "CAST(ts_rank(s.terms, q.q) AS DOUBLE PRECISION)";
 
 /// A search in three steps, so that a query whose words most documents contain costs one
@@ -297,14 +330,26 @@ fn hit_statement<'a, D: Engine>(
             // run the whole MATCH once per document (seconds at 1,000 large documents).
             // MATERIALIZED keeps the relevance a column: inlined, it would be computed again
             // for the order.
+            // A document's appended lines are rows of their own: it matches when its
+            // content as last written whole or one of its lines does, with the best of
+            // their relevances.
             let mut b = Builder::new(format!(
-                "WITH matches AS MATERIALIZED (SELECT d.id, {SQLITE_RELEVANCE} AS relevance, \
-                 d.importance, d.path, d.modified_micros FROM memory_fts CROSS JOIN \
-                 memory_documents d INDEXED BY memory_documents_rank_idx \
-                 ON d.id = memory_fts.rowid WHERE memory_fts MATCH "
+                "WITH hits AS MATERIALIZED (SELECT rowid AS doc, {SQLITE_RELEVANCE} AS relevance \
+                 FROM memory_fts WHERE memory_fts MATCH "
             ));
             b.push_bind(fts_match(&q.terms));
-            b.push(" AND d.tenant = ");
+            b.push(format!(
+                " UNION ALL SELECT a.doc, {SQLITE_LINE_RELEVANCE} FROM memory_fts_lines \
+                 JOIN memory_appends a ON a.id = memory_fts_lines.rowid \
+                 WHERE memory_fts_lines MATCH "
+            ));
+            b.push_bind(fts_match(&q.terms));
+            b.push(
+                "), matches AS MATERIALIZED (SELECT d.id, MAX(h.relevance) AS relevance, \
+                 d.importance, d.path, d.modified_micros FROM hits h CROSS JOIN \
+                 memory_documents d INDEXED BY memory_documents_rank_idx \
+                 ON d.id = h.doc WHERE d.tenant = ",
+            );
             b.push_bind(tenant);
             b
         }
@@ -330,6 +375,9 @@ fn hit_statement<'a, D: Engine>(
         }
     };
     push_filters(&mut b, q);
+    if backend == Backend::Sqlite {
+        b.push(" GROUP BY d.id");
+    }
     push_top(&mut b, q);
     b
 }
@@ -385,12 +433,189 @@ fn push_filters<'a, D: Engine>(b: &mut Builder<'a, D>, q: &'a HitQuery) {
     }
 }
 
+type Put = (MemoryWritten, Option<Box<IndexChange>>);
+
 /// Writes `w`; answers the revision and, on SQLite, what the write changed in the tenant's
 /// in-memory index (applied by the writer once the write committed).
 pub(super) async fn put<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     w: &MemoryWrite,
-) -> Result<(MemoryWritten, Option<Box<IndexChange>>), Error> {
+) -> Result<Put, Error> {
+    if let MemoryChange::Append(line) = &w.change
+        && let Some(put) = append_line(tx, w, line).await?
+    {
+        return Ok(put);
+    }
+    put_whole(tx, w).await
+}
+
+/// An append as a row of its own: the line stored, indexed and counted, the description
+/// updated from the line alone. `None` when the document is new or only its whole content
+/// can describe it ([`describe_appended`]); then it is written whole.
+async fn append_line<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    w: &MemoryWrite,
+    line: &str,
+) -> Result<Option<Put>, Error> {
+    type Current = (
+        i64,
+        String,
+        String,
+        i64,
+        Option<f64>,
+        String,
+        String,
+        String,
+    );
+    let last_char = match D::BACKEND {
+        Backend::Sqlite => "substr",
+        Backend::Postgres => "right",
+    };
+    let arg = match D::BACKEND {
+        Backend::Sqlite => "-1",
+        Backend::Postgres => "1",
+    };
+    // The content's last character: its last appended line's, else its stored content's
+    // (COALESCE reads the content only when there is no line).
+    let sql = format!(
+        "SELECT d.id, d.revision_id, d.doc_type, d.size, d.importance, d.tags, d.snippet, \
+         COALESCE((SELECT {last_char}(a.line, {arg}) FROM memory_appends a WHERE a.doc = d.id \
+         ORDER BY a.id DESC LIMIT 1), {last_char}(d.content, {arg})) \
+         FROM memory_documents d WHERE d.tenant = $1 AND d.path = $2"
+    );
+    let current: Option<Current> = query(&sql)
+        .bind(w.tenant.as_str())
+        .bind(w.path.as_str())
+        .fetch_optional(tx.conn())
+        .await?;
+    let Some((id, previous, doc_type, size, importance, tags, snippet, before)) = current else {
+        return Ok(None);
+    };
+    let old = Description {
+        doc_type,
+        importance,
+        tags: serde_json::from_str(&tags).unwrap_or_default(),
+        snippet,
+        size,
+    };
+    // The line's tokens must not run into the content's: its index row and counts are its own.
+    let Some(new) = describe_appended(&w.path, &old, before.chars().next_back(), line)
+        .filter(|_| bm25::separate_at_seam(&before, line))
+    else {
+        return Ok(None);
+    };
+    let revision = appended_revision_id(&previous, &w.path, line);
+    let tags = serde_json::to_string(&new.tags).unwrap_or_else(|_| "[]".to_owned());
+    let (modified_at, micros) = modified(w.at);
+    // The line stored and indexed, the document's description moved, in one statement list:
+    // $1 the document, $2 the line, $3… the description.
+    let statements: &str = match D::BACKEND {
+        Backend::Sqlite => &SQLITE_APPEND,
+        Backend::Postgres => &POSTGRES_APPEND,
+    };
+    let rows: Vec<(String, i64, i64)> = query(statements)
+        .bind(id)
+        .bind(line)
+        .bind(revision.as_str())
+        .bind(new.size)
+        .bind(tags.as_str())
+        .bind(new.snippet.as_str())
+        .bind(modified_at.as_str())
+        .bind(micros)
+        .fetch_all(tx.conn())
+        .await?;
+    let change = (D::BACKEND == Backend::Sqlite).then(|| {
+        let (terms, tokens) = memory_terms::appended_counts(rows);
+        Box::new(IndexChange {
+            tenant: w.tenant.clone(),
+            doc: id,
+            row: hit_row(&w.path, new, tags, (modified_at, micros)),
+            terms,
+            tokens,
+            added: true,
+        })
+    });
+    Ok(Some((
+        MemoryWritten {
+            revision_id: revision,
+            committed: true,
+        },
+        change,
+    )))
+}
+
+/// The description an append moves ($1 the document, $3… its new description).
+const DESCRIBE_APPENDED: &str = "UPDATE memory_documents SET revision_id = $3, size = $4, \
+     tags = $5, snippet = $6, modified_at = $7, modified_micros = $8 WHERE id = $1";
+
+/// SQLite: an append's statements, one round trip to SQLite's thread, answering the line's
+/// counts ([`memory_terms::APPEND`]).
+static SQLITE_APPEND: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO memory_appends (doc, line) VALUES ($1, $2); \
+         INSERT INTO memory_fts_lines (rowid, body) VALUES (last_insert_rowid(), $2); \
+         {DESCRIBE_APPENDED}; {}",
+        memory_terms::APPEND.as_str()
+    )
+});
+
+/// Postgres: an append as one statement (data-modifying WITHs), answering no rows.
+static POSTGRES_APPEND: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH appended AS (INSERT INTO memory_appends (doc, line) VALUES ($1, $2)), \
+         indexed AS (UPDATE memory_search SET terms = terms || \
+         setweight(to_tsvector('simple', $2), 'B') WHERE id = $1) {DESCRIBE_APPENDED}"
+    )
+});
+
+/// The lines appended to document `id` since its content was last written whole, in order.
+async fn appended_lines<D: Engine>(tx: &mut AuditedTx<'_, D>, id: i64) -> Result<String, Error> {
+    let lines: Vec<(String,)> = query("SELECT line FROM memory_appends WHERE doc = $1 ORDER BY id")
+        .bind(id)
+        .fetch_all(tx.conn())
+        .await?;
+    Ok(lines.into_iter().map(|(line,)| line).collect())
+}
+
+/// Document `id`'s appended lines dropped, with their index rows (its content is about to
+/// be written whole).
+async fn fold<D: Engine>(tx: &mut AuditedTx<'_, D>, id: i64) -> Result<(), Error> {
+    if D::BACKEND == Backend::Sqlite {
+        query(
+            "DELETE FROM memory_fts_lines WHERE rowid IN \
+             (SELECT id FROM memory_appends WHERE doc = $1)",
+        )
+        .bind(id)
+        .execute(tx.conn())
+        .await?;
+    }
+    query("DELETE FROM memory_appends WHERE doc = $1")
+        .bind(id)
+        .execute(tx.conn())
+        .await?;
+    Ok(())
+}
+
+/// What search shows of a document described by `d` (its tags as stored: JSON), modified at
+/// `modified`.
+fn hit_row(path: &str, d: Description, tags: String, modified: (String, i64)) -> HitRow {
+    HitRow {
+        path: path.to_owned(),
+        doc_type: d.doc_type,
+        size: d.size,
+        modified_at: modified.0,
+        modified_micros: modified.1,
+        snippet: d.snippet,
+        tags,
+        importance: d.importance,
+        relevance: 0.0,
+    }
+}
+
+/// A write of the document's whole content: a `/v1/write`, the document's first append, or
+/// an append only the whole content can describe. Lines appended before are folded into the
+/// content.
+async fn put_whole<D: Engine>(tx: &mut AuditedTx<'_, D>, w: &MemoryWrite) -> Result<Put, Error> {
     let current: Option<(i64, String, String)> = query(
         "SELECT id, content, revision_id FROM memory_documents WHERE tenant = $1 AND path = $2",
     )
@@ -398,6 +623,13 @@ pub(super) async fn put<D: Engine>(
     .bind(w.path.as_str())
     .fetch_optional(tx.conn())
     .await?;
+    let current = match current {
+        Some((id, mut content, revision)) => {
+            content.push_str(&appended_lines(tx, id).await?);
+            Some((id, content, revision))
+        }
+        None => None,
+    };
     let content = match (&w.change, &current) {
         (MemoryChange::Replace(new), Some((_, old, revision))) if new == old => {
             return Ok((
@@ -412,22 +644,22 @@ pub(super) async fn put<D: Engine>(
         (MemoryChange::Append(line), Some((_, old, _))) => format!("{old}{line}"),
         (MemoryChange::Append(line), None) => line.clone(),
     };
-    let Description {
-        doc_type,
-        importance,
-        tags,
-        snippet,
-        size,
-    } = describe(&w.path, &content);
-    let tags = serde_json::to_string(&tags).unwrap_or_else(|_| "[]".to_owned());
-    let revision = revision_id(
-        current.as_ref().map(|(_, _, r)| r.as_str()),
-        &w.path,
-        &content,
-    );
+    let description = describe(&w.path, &content);
+    let tags = serde_json::to_string(&description.tags).unwrap_or_else(|_| "[]".to_owned());
+    let revision = match (&w.change, &current) {
+        (MemoryChange::Append(line), Some((_, _, previous))) => {
+            appended_revision_id(previous, &w.path, line)
+        }
+        _ => revision_id(
+            current.as_ref().map(|(_, _, r)| r.as_str()),
+            &w.path,
+            &content,
+        ),
+    };
     let (modified_at, micros) = modified(w.at);
     let id: i64 = match &current {
         Some((id, _, _)) => {
+            fold(tx, *id).await?;
             query(
                 "UPDATE memory_documents SET content = $1, revision_id = $2, doc_type = $3, \
                  size = $4, importance = $5, tags = $6, snippet = $7, modified_at = $8, \
@@ -435,11 +667,11 @@ pub(super) async fn put<D: Engine>(
             )
             .bind(content.as_str())
             .bind(revision.as_str())
-            .bind(doc_type.as_str())
-            .bind(size)
-            .bind(importance)
+            .bind(description.doc_type.as_str())
+            .bind(description.size)
+            .bind(description.importance)
             .bind(tags.as_str())
-            .bind(snippet.as_str())
+            .bind(description.snippet.as_str())
             .bind(modified_at.as_str())
             .bind(micros)
             .bind(*id)
@@ -457,11 +689,11 @@ pub(super) async fn put<D: Engine>(
             .bind(w.path.as_str())
             .bind(content.as_str())
             .bind(revision.as_str())
-            .bind(doc_type.as_str())
-            .bind(size)
-            .bind(importance)
+            .bind(description.doc_type.as_str())
+            .bind(description.size)
+            .bind(description.importance)
             .bind(tags.as_str())
-            .bind(snippet.as_str())
+            .bind(description.snippet.as_str())
             .bind(modified_at.as_str())
             .bind(micros)
             .fetch_one(tx.conn())
@@ -482,17 +714,7 @@ pub(super) async fn put<D: Engine>(
         Box::new(IndexChange {
             tenant: w.tenant.clone(),
             doc: id,
-            row: HitRow {
-                path: w.path.clone(),
-                doc_type,
-                size,
-                modified_at,
-                modified_micros: micros,
-                snippet,
-                tags,
-                importance,
-                relevance: 0.0,
-            },
+            row: hit_row(&w.path, description, tags, (modified_at, micros)),
             terms,
             tokens,
             added: appended.is_some(),
@@ -557,94 +779,149 @@ async fn rebuild<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     tenant: &str,
 ) -> Result<RebuildCounts, Error> {
+    match D::BACKEND {
+        Backend::Sqlite => rebuild_sqlite(tx, tenant).await,
+        Backend::Postgres => rebuild_postgres(tx, tenant).await,
+    }
+}
+
+/// SQLite: a document whose row in `memory_fts` or whose lines' rows in `memory_fts_lines`
+/// do not match it is folded and indexed whole; one without term counts is counted again;
+/// rows and counts of no document are dropped.
+async fn rebuild_sqlite<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    tenant: &str,
+) -> Result<RebuildCounts, Error> {
+    use std::collections::{HashMap, HashSet};
     let documents: Vec<(i64, String, String)> =
         query("SELECT id, path, content FROM memory_documents WHERE tenant = $1 ORDER BY id")
             .bind(tenant)
             .fetch_all(tx.conn())
             .await?;
-    let mut counts = RebuildCounts::default();
-    match D::BACKEND {
-        Backend::Sqlite => {
-            let rows: Vec<(i64, Option<String>, Option<String>)> =
-                query("SELECT rowid, path, body FROM memory_fts WHERE tenant = $1")
-                    .bind(tenant)
-                    .fetch_all(tx.conn())
-                    .await?;
-            let indexed: std::collections::HashMap<i64, (Option<String>, Option<String>)> = rows
-                .into_iter()
-                .map(|(id, path, body)| (id, (path, body)))
-                .collect();
-            // Documents with term counts: one without them (lost with a damaged index) has
-            // them written again even when its FTS5 row is intact.
-            let counted: Vec<(i64,)> = query(
-                "SELECT n.doc FROM memory_term_documents n JOIN memory_documents d \
-                 ON d.id = n.doc WHERE d.tenant = $1",
-            )
+    let rows: Vec<(i64, Option<String>, Option<String>)> =
+        query("SELECT rowid, path, body FROM memory_fts WHERE tenant = $1")
             .bind(tenant)
             .fetch_all(tx.conn())
             .await?;
-            let counted: std::collections::HashSet<i64> =
-                counted.into_iter().map(|(id,)| id).collect();
-            for (id, path, content) in &documents {
-                match indexed.get(id) {
-                    // Search reads the counts: a document without them is repaired too.
-                    Some((Some(p), Some(b))) if p == path && b == content => {
-                        if counted.contains(id) {
-                            counts.unchanged += 1;
-                        } else {
-                            memory_terms::replace(tx, *id, path, content).await?;
-                            counts.changed += 1;
-                        }
-                    }
-                    _ => {
-                        index(tx, *id, tenant, path, content, None).await?;
-                        counts.changed += 1;
-                    }
-                }
-            }
-            let live: std::collections::HashSet<i64> =
-                documents.iter().map(|(id, _, _)| *id).collect();
-            let mut removed = std::collections::HashSet::new();
-            for id in indexed.keys().filter(|id| !live.contains(id)) {
-                query("DELETE FROM memory_fts WHERE rowid = $1")
+    let indexed: HashMap<i64, (Option<String>, Option<String>)> = rows
+        .into_iter()
+        .map(|(id, path, body)| (id, (path, body)))
+        .collect();
+    // Each appended line of the tenant's documents, with its index row's body if it has one.
+    let lines: Vec<(i64, String, Option<String>)> = query(
+        "SELECT a.doc, a.line, l.body FROM memory_appends a \
+         JOIN memory_documents d ON d.id = a.doc \
+         LEFT JOIN memory_fts_lines l ON l.rowid = a.id WHERE d.tenant = $1 ORDER BY a.id",
+    )
+    .bind(tenant)
+    .fetch_all(tx.conn())
+    .await?;
+    let mut appended: HashMap<i64, (String, bool)> = HashMap::new();
+    for (doc, line, body) in lines {
+        let entry = appended.entry(doc).or_insert_with(|| (String::new(), true));
+        entry.1 &= body.as_deref() == Some(line.as_str());
+        entry.0.push_str(&line);
+    }
+    // Documents with term counts: one without them (lost with a damaged index) has them
+    // written again even when its index rows are intact.
+    let counted: Vec<(i64,)> = query(
+        "SELECT n.doc FROM memory_term_documents n JOIN memory_documents d \
+         ON d.id = n.doc WHERE d.tenant = $1",
+    )
+    .bind(tenant)
+    .fetch_all(tx.conn())
+    .await?;
+    let counted: HashSet<i64> = counted.into_iter().map(|(id,)| id).collect();
+    let mut counts = RebuildCounts::default();
+    for (id, path, base) in &documents {
+        let (lines, lines_intact) = appended.remove(id).unwrap_or_else(|| (String::new(), true));
+        let intact = lines_intact
+            && matches!(indexed.get(id), Some((Some(p), Some(b))) if p == path && b == base);
+        let content = format!("{base}{lines}");
+        if intact && counted.contains(id) {
+            counts.unchanged += 1;
+            continue;
+        }
+        if intact {
+            // Search reads the counts: a document without them is repaired too.
+            memory_terms::replace(tx, *id, path, &content).await?;
+        } else {
+            if !lines.is_empty() {
+                query("UPDATE memory_documents SET content = $1 WHERE id = $2")
+                    .bind(content.as_str())
                     .bind(*id)
                     .execute(tx.conn())
                     .await?;
-                memory_terms::remove(tx, *id).await?;
-                removed.insert(*id);
+                fold(tx, *id).await?;
             }
-            // Counts of no document at all (no tenant's: dropped by any tenant's rebuild).
-            for id in memory_terms::orphans(tx).await? {
-                memory_terms::remove(tx, id).await?;
-                removed.insert(id);
-            }
-            counts.removed = i64::try_from(removed.len()).unwrap_or(i64::MAX);
-            memory_terms::recount(tx).await?;
+            index(tx, *id, tenant, path, &content, None).await?;
         }
-        Backend::Postgres => {
-            let sql = format!(
-                "SELECT d.id FROM memory_documents d LEFT JOIN memory_search s ON s.id = d.id \
-                 WHERE d.tenant = $1 AND (s.id IS NULL OR s.tenant <> d.tenant OR s.terms <> \
-                 ({}))",
-                PG_TERMS.replace("$3", "d.path").replace("$4", "d.content")
-            );
-            let stale: Vec<(i64,)> = query(&sql).bind(tenant).fetch_all(tx.conn()).await?;
-            for (id,) in &stale {
-                if let Some((_, path, content)) = documents.iter().find(|(d, _, _)| d == id) {
-                    index(tx, *id, tenant, path, content, None).await?;
-                }
-            }
-            counts.changed = i64::try_from(stale.len()).unwrap_or(i64::MAX);
-            counts.unchanged = i64::try_from(documents.len()).unwrap_or(i64::MAX) - counts.changed;
-            let removed = query(
-                "DELETE FROM memory_search s WHERE s.tenant = $1 AND NOT EXISTS \
-                 (SELECT 1 FROM memory_documents d WHERE d.id = s.id AND d.tenant = $1)",
-            )
-            .bind(tenant)
+        counts.changed += 1;
+    }
+    let live: HashSet<i64> = documents.iter().map(|(id, _, _)| *id).collect();
+    let mut removed = HashSet::new();
+    for id in indexed.keys().filter(|id| !live.contains(id)) {
+        query("DELETE FROM memory_fts WHERE rowid = $1")
+            .bind(*id)
             .execute(tx.conn())
             .await?;
-            counts.removed = i64::try_from(removed).unwrap_or(i64::MAX);
-        }
+        memory_terms::remove(tx, *id).await?;
+        removed.insert(*id);
     }
+    // Counts and lines of no document at all (no tenant's: dropped by any tenant's rebuild).
+    for id in memory_terms::orphans(tx).await? {
+        memory_terms::remove(tx, id).await?;
+        removed.insert(id);
+    }
+    query(
+        "DELETE FROM memory_fts_lines WHERE rowid NOT IN \
+         (SELECT a.id FROM memory_appends a JOIN memory_documents d ON d.id = a.doc)",
+    )
+    .execute(tx.conn())
+    .await?;
+    query("DELETE FROM memory_appends WHERE doc NOT IN (SELECT id FROM memory_documents)")
+        .execute(tx.conn())
+        .await?;
+    counts.removed = i64::try_from(removed.len()).unwrap_or(i64::MAX);
+    memory_terms::recount(tx).await?;
     Ok(counts)
+}
+
+/// Postgres: a document whose `memory_search` vector is missing or is not its whole
+/// content's is indexed again; vectors of no document are dropped.
+async fn rebuild_postgres<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    tenant: &str,
+) -> Result<RebuildCounts, Error> {
+    let whole = whole_content("d", Backend::Postgres);
+    let sql = format!(
+        "SELECT d.id, d.path, {whole} FROM memory_documents d LEFT JOIN memory_search s \
+         ON s.id = d.id WHERE d.tenant = $1 AND (s.id IS NULL OR s.tenant <> d.tenant \
+         OR s.terms <> ({})) ORDER BY d.id",
+        PG_TERMS.replace("$3", "d.path").replace("$4", &whole)
+    );
+    let stale: Vec<(i64, String, String)> = query(&sql).bind(tenant).fetch_all(tx.conn()).await?;
+    for (id, path, content) in &stale {
+        index(tx, *id, tenant, path, content, None).await?;
+    }
+    let (documents,): (i64,) = query("SELECT COUNT(*) FROM memory_documents WHERE tenant = $1")
+        .bind(tenant)
+        .fetch_one(tx.conn())
+        .await?;
+    let changed = i64::try_from(stale.len()).unwrap_or(i64::MAX);
+    let removed = query(
+        "DELETE FROM memory_search s WHERE s.tenant = $1 AND NOT EXISTS \
+         (SELECT 1 FROM memory_documents d WHERE d.id = s.id AND d.tenant = $1)",
+    )
+    .bind(tenant)
+    .execute(tx.conn())
+    .await?;
+    query("DELETE FROM memory_appends WHERE doc NOT IN (SELECT id FROM memory_documents)")
+        .execute(tx.conn())
+        .await?;
+    Ok(RebuildCounts {
+        changed,
+        unchanged: documents - changed,
+        removed: i64::try_from(removed).unwrap_or(i64::MAX),
+    })
 }

@@ -15,6 +15,8 @@
 //! `fts5vocab` instance table, so no second tokenizer can disagree with the index. An append
 //! counts the appended line only.
 
+use std::sync::LazyLock;
+
 use noema_store::audit::AuditedTx;
 use noema_store::sql::{Engine, query};
 
@@ -89,6 +91,41 @@ pub(super) async fn replace<D: Engine>(
     Ok((terms, tokens))
 }
 
+/// The statements that add the counts of `$2` (body text appended to document `$1`) to the
+/// document's and the index's, ending with a query of the line's `(term, freq, tokens)`.
+/// They go to SQLite's thread as one query (sqlx runs a query's statements in turn, each with
+/// the `$N` arguments it names), alone or after a write's other statements: one round trip.
+/// The line's terms are read from the tokenizer once, into `temp.memory_line_terms`.
+pub(super) static APPEND: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{TOKENIZER}; {TOKENIZER_INSTANCES}; \
+         CREATE TABLE IF NOT EXISTS temp.memory_line_terms \
+         (term TEXT PRIMARY KEY, freq INTEGER NOT NULL) WITHOUT ROWID; \
+         INSERT INTO temp.memory_tokenizer (memory_tokenizer) VALUES ('delete-all'); \
+         INSERT INTO temp.memory_tokenizer (rowid, path, body) VALUES (1, '', $2); \
+         DELETE FROM temp.memory_line_terms; \
+         INSERT INTO temp.memory_line_terms (term, freq) SELECT term, COUNT(*) \
+         FROM temp.memory_tokenizer_instances GROUP BY term; \
+         INSERT INTO memory_terms (term, doc, freq) SELECT term, $1, freq \
+         FROM temp.memory_line_terms WHERE true \
+         ON CONFLICT (term, doc) DO UPDATE SET freq = freq + excluded.freq; \
+         UPDATE memory_term_documents SET tokens = tokens + {LINE_TOKENS} WHERE doc = $1; \
+         UPDATE memory_term_totals SET tokens = tokens + {LINE_TOKENS}; \
+         SELECT term, freq, {LINE_TOKENS} FROM temp.memory_line_terms"
+    )
+});
+const LINE_TOKENS: &str = "(SELECT COALESCE(SUM(freq), 0) FROM temp.memory_line_terms)";
+
+/// The line's terms and tokens from the rows [`APPEND`]'s query answers.
+pub(super) fn appended_counts(rows: Vec<(String, i64, i64)>) -> (Vec<(String, i64)>, i64) {
+    let tokens = rows.first().map_or(0, |(_, _, tokens)| *tokens);
+    let terms = rows
+        .into_iter()
+        .map(|(term, freq, _)| (term, freq))
+        .collect();
+    (terms, tokens)
+}
+
 /// Document `id`'s counts, with those of `line` (body text appended to it) added; answers
 /// the line's (terms and tokens) for the in-memory index.
 pub(super) async fn append<D: Engine>(
@@ -96,26 +133,12 @@ pub(super) async fn append<D: Engine>(
     id: i64,
     line: &str,
 ) -> Result<(Vec<(String, i64)>, i64), Error> {
-    let tokens = tokenize(tx, "", line).await?;
-    let terms = counted(tx).await?;
-    query(
-        "INSERT INTO memory_terms (term, doc, freq) SELECT term, $1, COUNT(*) \
-         FROM temp.memory_tokenizer_instances WHERE true GROUP BY term \
-         ON CONFLICT (term, doc) DO UPDATE SET freq = freq + excluded.freq",
-    )
-    .bind(id)
-    .execute(tx.conn())
-    .await?;
-    query("UPDATE memory_term_documents SET tokens = tokens + $1 WHERE doc = $2")
-        .bind(tokens)
+    let rows = query(&APPEND)
         .bind(id)
-        .execute(tx.conn())
+        .bind(line)
+        .fetch_all(tx.conn())
         .await?;
-    query("UPDATE memory_term_totals SET tokens = tokens + $1")
-        .bind(tokens)
-        .execute(tx.conn())
-        .await?;
-    Ok((terms, tokens))
+    Ok(appended_counts(rows))
 }
 
 /// Drops document `id`'s counts (when its FTS5 row is dropped).

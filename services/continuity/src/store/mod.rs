@@ -120,11 +120,18 @@ impl ContinuityStore {
             Database::Sqlite(_) => Some(self.sqlite_writer.lock().await),
             Database::Postgres(_) => None,
         };
-        writer::commit(&self.db, &self.memory_postings, &self.pointer_cache, writes)
-            .await
-            .into_iter()
-            .map(|outcome| outcome.map(|landed| landed.map(drop)))
-            .collect()
+        let mut connection = writer::WriterConnection::default();
+        writer::commit(
+            &self.db,
+            &mut connection,
+            &self.memory_postings,
+            &self.pointer_cache,
+            writes,
+        )
+        .await
+        .into_iter()
+        .map(|outcome| outcome.map(|landed| landed.map(drop)))
+        .collect()
     }
 
     /// Writes the audit chain's first entry if the log is empty. Safe to race.

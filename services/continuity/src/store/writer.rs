@@ -88,6 +88,7 @@ async fn run(
     mut incoming: mpsc::Receiver<Pending>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    let mut held = WriterConnection::default();
     while incoming.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let _turn = match db {
             Database::Sqlite(_) => Some(sqlite_writer.lock().await),
@@ -96,7 +97,7 @@ async fn run(
         let (writes, replies): (Vec<Write>, Vec<_>) =
             batch.drain(..).map(|p| (p.write, p.done)).unzip();
         let count = writes.len();
-        let outcomes = commit(&db, &postings, &pointers, writes).await;
+        let outcomes = commit(&db, &mut held, &postings, &pointers, writes).await;
         tracing::debug!(writes = count, "continuity group commit");
         for (reply, outcome) in replies.into_iter().zip(outcomes) {
             // A caller that went away still had its write committed; nobody to tell.
@@ -110,6 +111,7 @@ async fn run(
 /// and pointer changes are applied under it.
 pub(super) async fn commit(
     db: &Database,
+    held: &mut WriterConnection,
     postings: &MemoryPostings,
     pointers: &PointerCache,
     writes: Vec<Write>,
@@ -119,7 +121,7 @@ pub(super) async fn commit(
         .enumerate()
         .filter_map(|(i, write)| Some((i, write.moves_pointers_of()?.to_owned())))
         .collect();
-    let mut outcomes = commit_group(db, writes).await;
+    let mut outcomes = commit_group(db, held, writes).await;
     pointers.changed(
         moving
             .iter()
@@ -138,15 +140,19 @@ pub(super) async fn commit(
     outcomes
 }
 
-async fn commit_group(db: &Database, writes: Vec<Write>) -> Vec<Outcome> {
-    match group(db, &writes).await {
+async fn commit_group(
+    db: &Database,
+    held: &mut WriterConnection,
+    writes: Vec<Write>,
+) -> Vec<Outcome> {
+    match group(db, held, &writes).await {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
         Err(err) if writes.len() == 1 => vec![Err(err)],
         Err(err) => {
             tracing::warn!(writes = writes.len(), error = %noema_core::ErrorChain(&err), "continuity group commit failed; retrying its writes one by one");
             let mut outcomes = Vec::with_capacity(writes.len());
             for write in writes {
-                outcomes.push(match group(db, std::slice::from_ref(&write)).await {
+                outcomes.push(match group(db, held, std::slice::from_ref(&write)).await {
                     Ok(mut one) => one.pop().map_or_else(
                         || {
                             Err(Error::Corrupt(
@@ -163,11 +169,29 @@ async fn commit_group(db: &Database, writes: Vec<Write>) -> Vec<Outcome> {
     }
 }
 
-async fn group(db: &Database, writes: &[Write]) -> Result<Vec<Result<Landed, Refusal>>, Error> {
+/// The SQLite connection the writer keeps between groups: its page cache, prepared
+/// statements and temporary tables stay warm instead of being spread over the pool's
+/// connections (each of which would read again the pages another's commits changed).
+#[derive(Debug, Default)]
+pub(super) struct WriterConnection(Option<sqlx::pool::PoolConnection<sqlx::Sqlite>>);
+
+async fn group(
+    db: &Database,
+    held: &mut WriterConnection,
+    writes: &[Write],
+) -> Result<Vec<Result<Landed, Refusal>>, Error> {
     match db {
         Database::Sqlite(pool) => {
-            let mut conn = pool.acquire().await?;
-            in_transaction(conn.acquire().await?, writes).await
+            let mut conn = match held.0.take() {
+                Some(conn) => conn,
+                None => pool.acquire().await?,
+            };
+            let outcomes = in_transaction(conn.acquire().await?, writes).await;
+            // A connection whose group failed goes back to the pool, which checks it.
+            if outcomes.is_ok() {
+                held.0 = Some(conn);
+            }
+            outcomes
         }
         Database::Postgres(pool) => {
             let mut conn = pool.acquire().await?;
