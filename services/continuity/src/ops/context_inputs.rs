@@ -33,16 +33,16 @@ impl ContextInputs for StoreInputs {
         tenant: &str,
         paths: &[String],
     ) -> Result<Vec<MemoryDocument>, Error> {
-        let mut documents = Vec::with_capacity(paths.len());
-        for path in paths {
-            if let Some(document) = self.store.memory_document(tenant, path).await? {
-                documents.push(MemoryDocument {
-                    path: document.path,
-                    text: document.content,
-                });
-            }
-        }
-        Ok(documents)
+        Ok(self
+            .store
+            .memory_documents_at(tenant, paths)
+            .await?
+            .into_iter()
+            .map(|document| MemoryDocument {
+                path: document.path,
+                text: document.content,
+            })
+            .collect())
     }
 
     async fn search(&self, tenant: &str, query: &SearchQuery) -> Result<Vec<Json>, Error> {

@@ -180,6 +180,33 @@ impl ContinuityStore {
         }))
     }
 
+    /// The tenant's documents at `paths` (normalised) that exist, in the order of `paths`:
+    /// one query for all of them.
+    pub async fn memory_documents_at(
+        &self,
+        tenant: &str,
+        paths: &[String],
+    ) -> Result<Vec<MemoryDocument>, Error> {
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        let found: Vec<MemoryDocument> = with_pool!(self.database(), |pool| {
+            let mut b = Builder::new(format!(
+                "SELECT {} FROM memory_documents WHERE tenant = ",
+                document_columns(pool_backend(pool))
+            ));
+            b.push_bind(tenant);
+            b.push(" AND path IN (");
+            b.push_list(paths.iter().map(String::as_str));
+            b.push(")");
+            b.build().fetch_all(pool).await?
+        });
+        Ok(paths
+            .iter()
+            .filter_map(|path| found.iter().find(|d| &d.path == path).cloned())
+            .collect())
+    }
+
     /// The tenant's documents at `root` or under it (`memory/core`: its core memory), by path.
     pub async fn memory_documents_under(
         &self,
