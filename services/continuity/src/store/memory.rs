@@ -494,23 +494,11 @@ async fn append_line<D: Engine>(
         String,
         String,
     );
-    let last_char = match D::BACKEND {
-        Backend::Sqlite => "substr",
-        Backend::Postgres => "right",
+    let sql: &str = match D::BACKEND {
+        Backend::Sqlite => &SQLITE_APPEND_TARGET,
+        Backend::Postgres => &POSTGRES_APPEND_TARGET,
     };
-    let arg = match D::BACKEND {
-        Backend::Sqlite => "-1",
-        Backend::Postgres => "1",
-    };
-    // The content's last character: its last appended line's, else its stored content's
-    // (COALESCE reads the content only when there is no line).
-    let sql = format!(
-        "SELECT d.id, d.revision_id, d.doc_type, d.size, d.importance, d.tags, d.snippet, \
-         COALESCE((SELECT {last_char}(a.line, {arg}) FROM memory_appends a WHERE a.doc = d.id \
-         ORDER BY a.id DESC LIMIT 1), {last_char}(d.content, {arg})) \
-         FROM memory_documents d WHERE d.tenant = $1 AND d.path = $2"
-    );
-    let current: Option<Current> = query(&sql)
+    let current: Option<Current> = query(sql)
         .bind(w.tenant.as_str())
         .bind(w.path.as_str())
         .fetch_optional(tx.conn())
@@ -571,6 +559,25 @@ async fn append_line<D: Engine>(
     )))
 }
 
+/// What an append reads of its document: its description and its content's last character
+/// (its last appended line's, else its stored content's: COALESCE reads the content only
+/// when there is no line), given each engine's last-character expression of a column.
+fn append_target(last_char: fn(&str) -> String) -> String {
+    format!(
+        "SELECT d.id, d.revision_id, d.doc_type, d.size, d.importance, d.tags, d.snippet, \
+         COALESCE((SELECT {} FROM memory_appends a WHERE a.doc = d.id \
+         ORDER BY a.id DESC LIMIT 1), {}) \
+         FROM memory_documents d WHERE d.tenant = $1 AND d.path = $2",
+        last_char("a.line"),
+        last_char("d.content")
+    )
+}
+
+static SQLITE_APPEND_TARGET: LazyLock<String> =
+    LazyLock::new(|| append_target(|column| format!("substr({column}, -1)")));
+static POSTGRES_APPEND_TARGET: LazyLock<String> =
+    LazyLock::new(|| append_target(|column| format!("right({column}, 1)")));
+
 /// The description an append moves ($1 the document, $3… its new description).
 const DESCRIBE_APPENDED: &str = "UPDATE memory_documents SET revision_id = $3, size = $4, \
      tags = $5, snippet = $6, modified_at = $7, modified_micros = $8 WHERE id = $1";
@@ -594,15 +601,6 @@ static POSTGRES_APPEND: LazyLock<String> = LazyLock::new(|| {
          setweight(to_tsvector('simple', $2), 'B') WHERE id = $1) {DESCRIBE_APPENDED}"
     )
 });
-
-/// The lines appended to document `id` since its content was last written whole, in order.
-async fn appended_lines<D: Engine>(tx: &mut AuditedTx<'_, D>, id: i64) -> Result<String, Error> {
-    let lines: Vec<(String,)> = query("SELECT line FROM memory_appends WHERE doc = $1 ORDER BY id")
-        .bind(id)
-        .fetch_all(tx.conn())
-        .await?;
-    Ok(lines.into_iter().map(|(line,)| line).collect())
-}
 
 /// Document `id`'s appended lines dropped, with their index rows (its content is about to
 /// be written whole).
@@ -643,20 +641,16 @@ fn hit_row(path: &str, d: Description, tags: String, modified: (String, i64)) ->
 /// an append only the whole content can describe. Lines appended before are folded into the
 /// content.
 async fn put_whole<D: Engine>(tx: &mut AuditedTx<'_, D>, w: &MemoryWrite) -> Result<Put, Error> {
-    let current: Option<(i64, String, String)> = query(
-        "SELECT id, content, revision_id FROM memory_documents WHERE tenant = $1 AND path = $2",
-    )
-    .bind(w.tenant.as_str())
-    .bind(w.path.as_str())
-    .fetch_optional(tx.conn())
-    .await?;
-    let current = match current {
-        Some((id, mut content, revision)) => {
-            content.push_str(&appended_lines(tx, id).await?);
-            Some((id, content, revision))
-        }
-        None => None,
-    };
+    // The whole content: its stored content and the lines appended since.
+    let sql = format!(
+        "SELECT id, {}, revision_id FROM memory_documents WHERE tenant = $1 AND path = $2",
+        whole_content("memory_documents", D::BACKEND)
+    );
+    let current: Option<(i64, String, String)> = query(&sql)
+        .bind(w.tenant.as_str())
+        .bind(w.path.as_str())
+        .fetch_optional(tx.conn())
+        .await?;
     let content = match (&w.change, &current) {
         (MemoryChange::Replace(new), Some((_, old, revision))) if new == old => {
             return Ok((
