@@ -141,9 +141,9 @@ pub struct TraceBody {
 pub struct EvaluateInput {
     #[serde(default)]
     pub request_id: String,
-    /// 1-256 bytes.
+    /// 1-256 characters.
     #[serde(default)]
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = 256))]
     pub evaluator_id: String,
     /// The EvalResult.
     #[serde(default)]
@@ -333,7 +333,7 @@ pub struct PendingListBody {
 #[schemars(extend("required" = ["evaluator_id"]))]
 pub struct NextQuery {
     /// The evaluator asking (the caller, or anyone for an orchestrator:admin token)
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = 256))]
     evaluator_id: Option<String>,
 }
 

@@ -28,7 +28,8 @@ use crate::store::{
     Unit, VoteRow, from_micros, micros,
 };
 
-/// Longest evaluator id accepted.
+/// Longest evaluator id accepted, in characters (as the OpenAPI document's `maxLength`
+/// counts them).
 const MAX_EVALUATOR_ID: usize = 256;
 /// Slack for comparing scores held as doubles (as the gate does).
 const EPSILON: f64 = 1e-9;
@@ -56,12 +57,18 @@ pub struct ServedItem {
 }
 
 /// Who may evaluate as `evaluator_id`: the evaluator itself, or an admin on its behalf.
-fn check_evaluator(caller: &Caller, evaluator_id: &str) -> Result<(), OrchestratorError> {
-    if evaluator_id.trim().is_empty() || evaluator_id.len() > MAX_EVALUATOR_ID {
+/// An evaluator id's form: 1 to [`MAX_EVALUATOR_ID`] characters, not all of them space.
+fn check_evaluator_id(evaluator_id: &str) -> Result<(), OrchestratorError> {
+    if evaluator_id.trim().is_empty() || evaluator_id.chars().count() > MAX_EVALUATOR_ID {
         return Err(OrchestratorError::Invalid(format!(
-            "evaluator_id must be 1 to {MAX_EVALUATOR_ID} bytes"
+            "evaluator_id must be 1 to {MAX_EVALUATOR_ID} characters"
         )));
     }
+    Ok(())
+}
+
+fn check_evaluator(caller: &Caller, evaluator_id: &str) -> Result<(), OrchestratorError> {
+    check_evaluator_id(evaluator_id)?;
     if evaluator_id != caller.actor() && !caller.principal.allows("orchestrator:admin") {
         return Err(OrchestratorError::NotPermitted(format!(
             "evaluator_id {evaluator_id:?} is not the caller ({}); only orchestrator:admin \
@@ -596,4 +603,24 @@ pub(super) fn vote_row(
         gold_matched,
         voted_at: micros(at),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_evaluator_id_is_1_to_256_characters() {
+        assert!(check_evaluator_id("agent:a").is_ok());
+        // Characters, not bytes: 256 four-byte characters are accepted, 257 are not.
+        assert!(check_evaluator_id(&"\u{10348}".repeat(256)).is_ok());
+        assert!(matches!(
+            check_evaluator_id(&"\u{10348}".repeat(257)),
+            Err(OrchestratorError::Invalid(message))
+                if message == "evaluator_id must be 1 to 256 characters"
+        ));
+        assert!(check_evaluator_id(&"a".repeat(257)).is_err());
+        assert!(check_evaluator_id("").is_err());
+        assert!(check_evaluator_id("  ").is_err());
+    }
 }
