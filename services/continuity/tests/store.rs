@@ -32,6 +32,7 @@ conformance!(
     an_idempotency_key_answers_its_first_result,
     archive_and_delete_move_tiers,
     a_list_sees_every_write_before_it,
+    a_read_sees_every_write_before_it,
     cold_store_and_rehydrate_are_byte_exact,
     a_cold_store_rides_out_a_failed_put_under_the_one_write_retry,
     retention_apply_drains_a_backlog,
@@ -577,6 +578,86 @@ async fn a_list_sees_every_write_before_it(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(listed(&h, &alice).await, a3[1..]);
+}
+
+async fn a_read_sees_every_write_before_it(backend: Backend) {
+    let h = harness(backend).await;
+    let alice = agent("agent:alice");
+    let priorities = |read: &[u8]| parse(read)["capsule"]["continuity"]["top_priorities"].clone();
+    let subject = SubjectKey::new(SubjectKind::User, "a").unwrap();
+    // Absent, then written: a read that saw no subject does not hide the first write.
+    let absent = h.continuity.read(&alice, &read_body("user", "a")).await;
+    assert_eq!(refusal(&absent.unwrap_err()).0, 404);
+    assert!(
+        h.store
+            .subject(&alice.tenant, &subject)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    for (n, words) in [(1, ["one"]), (2, ["two"]), (3, ["three"])] {
+        h.continuity
+            .upsert(&alice, &upsert("user", "a", &at(n), &words))
+            .await
+            .unwrap();
+        // Twice: the second read may be served from what the first read kept.
+        for _ in 0..2 {
+            let read = h
+                .continuity
+                .read(&alice, &read_body("user", "a"))
+                .await
+                .unwrap();
+            assert_eq!(priorities(&read.body), json!(words));
+        }
+    }
+    let row = h
+        .store
+        .subject(&alice.tenant, &subject)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.version, 3);
+    // A recorded use is seen by the next read of the row.
+    let later = row.used_at + 10 * 3600;
+    h.store
+        .touch_used(&alice.tenant, &subject, later)
+        .await
+        .unwrap();
+    let row = h
+        .store
+        .subject(&alice.tenant, &subject)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((row.version, row.used_at), (3, later));
+    // Archived: the active capsule is gone from the next read.
+    h.continuity
+        .archive(
+            &alice,
+            &body(json!({"subject_kind": "user", "subject_id": "a", "reason": "done"})),
+        )
+        .await
+        .unwrap();
+    let err = h
+        .continuity
+        .read(&alice, &read_body("user", "a"))
+        .await
+        .unwrap_err();
+    assert_eq!(refusal(&err).0, 404);
+    let fallback = body(json!({"subject_kind": "user", "subject_id": "a", "allow_fallback": true}));
+    let read = h.continuity.read(&alice, &fallback).await.unwrap();
+    assert_eq!(parse(&read.body)["source_state"], "fallback");
+    // Deleted: nothing left to fall back on either.
+    h.continuity
+        .delete(
+            &alice,
+            &body(json!({"subject_kind": "user", "subject_id": "a",
+                "delete_active": true, "delete_fallback": true, "reason": "forget it"})),
+        )
+        .await
+        .unwrap();
+    let read = h.continuity.read(&alice, &fallback).await.unwrap();
+    assert_eq!(parse(&read.body)["source_state"], "missing");
 }
 
 async fn cold_store_and_rehydrate_are_byte_exact(backend: Backend) {

@@ -215,7 +215,7 @@ impl Continuity {
                 Some(_) => None,
                 None => self.store.subject(&caller.tenant, subject).await?,
             };
-            let row = basis.as_ref().map(|b| &b.row).or(read.as_ref());
+            let row = basis.as_ref().map(|b| &b.row).or(read.as_deref());
             let stored = row
                 .and_then(|r| r.active.as_ref())
                 .map(|active| StoredCapsule::new(active.capsule.as_slice()));

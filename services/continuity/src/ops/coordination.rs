@@ -232,7 +232,7 @@ impl Continuity {
             .store()
             .subject(&caller.tenant, &subject)
             .await?
-            .and_then(|row| row.active)
+            .and_then(|row| row.active.clone())
             .ok_or_else(|| ContinuityError::not_found("Continuity capsule not found"))?;
         let (capsule, _) = self.load_as(
             &active.revision_id,

@@ -15,7 +15,7 @@ mod memory;
 mod memory_postings;
 mod memory_terms;
 mod messages;
-mod pointer_cache;
+mod read_cache;
 mod reads;
 mod schedule;
 mod tasks;
@@ -68,8 +68,8 @@ pub struct ContinuityStore {
     writer: Arc<OnceLock<GroupWriter>>,
     /// SQLite: search's in-memory index of the loaded tenants, changed by the writer.
     memory_postings: Arc<memory_postings::MemoryPostings>,
-    /// SQLite: the listed tenants' subject pointers, dropped by the writer.
-    pointer_cache: Arc<pointer_cache::PointerCache>,
+    /// SQLite: subject rows and the listed tenants' pointers, dropped by the writer.
+    read_cache: Arc<read_cache::ReadCache>,
 }
 
 impl ContinuityStore {
@@ -79,7 +79,7 @@ impl ContinuityStore {
             sqlite_writer: Arc::new(tokio::sync::Mutex::new(())),
             writer: Arc::new(OnceLock::new()),
             memory_postings: Arc::default(),
-            pointer_cache: Arc::default(),
+            read_cache: Arc::default(),
         }
     }
 
@@ -93,7 +93,7 @@ impl ContinuityStore {
                 self.db.clone(),
                 Arc::clone(&self.sqlite_writer),
                 Arc::clone(&self.memory_postings),
-                Arc::clone(&self.pointer_cache),
+                Arc::clone(&self.read_cache),
             )
         })
     }
@@ -125,7 +125,7 @@ impl ContinuityStore {
             &self.db,
             &mut connection,
             &self.memory_postings,
-            &self.pointer_cache,
+            &self.read_cache,
             writes,
         )
         .await

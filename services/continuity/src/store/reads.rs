@@ -8,6 +8,7 @@ use noema_store::{Database, with_pool};
 use time::OffsetDateTime;
 
 use super::ContinuityStore;
+use super::read_cache::{Change, ReadCache};
 use crate::domain::subject::SubjectKey;
 use crate::error::Error;
 
@@ -181,29 +182,26 @@ pub struct ArtifactScan {
 }
 
 impl ContinuityStore {
-    /// A subject's row with its active capsule, if the subject was ever written.
+    /// A subject's row with its active capsule, if the subject was ever written. On SQLite
+    /// from the read cache when it holds the subject.
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn subject(
         &self,
         tenant: &str,
         subject: &SubjectKey,
-    ) -> Result<Option<SubjectRow>, Error> {
-        let sql = format!(
-            "SELECT {SUBJECT_COLUMNS}, r.capsule AS active_capsule FROM continuity_subjects s \
-             LEFT JOIN continuity_revisions r ON r.tenant = s.tenant \
-             AND r.subject_kind = s.subject_kind AND r.subject_key = s.subject_key \
-             AND r.sequence = s.active_sequence \
-             WHERE s.tenant = $1 AND s.subject_kind = $2 AND s.subject_key = $3"
-        );
-        let row: Option<SubjectRecord> = with_pool!(&self.db, |pool| {
-            query(&sql)
-                .bind(tenant)
-                .bind(subject.kind.as_str())
-                .bind(subject.key.as_str())
-                .fetch_optional(pool)
-                .await?
-        });
-        Ok(row.map(SubjectRow::from))
+    ) -> Result<Option<Arc<SubjectRow>>, Error> {
+        match &self.db {
+            Database::Sqlite(pool) => match self.read_cache.subject(tenant, subject) {
+                Ok(kept) => Ok(kept),
+                Err(ticket) => {
+                    let read = subject_row(pool, tenant, subject).await?.map(Arc::new);
+                    self.read_cache
+                        .keep_subject(tenant, subject, ticket, read.clone());
+                    Ok(read)
+                }
+            },
+            Database::Postgres(pool) => Ok(subject_row(pool, tenant, subject).await?.map(Arc::new)),
+        }
     }
 
     /// Every subject of a tenant (of one kind), without capsule bytes, in key order.
@@ -236,11 +234,12 @@ impl ContinuityStore {
         kind: Option<&str>,
     ) -> Result<Arc<[Pointers]>, Error> {
         let all = match &self.db {
-            Database::Sqlite(pool) => match self.pointer_cache.get(tenant) {
+            Database::Sqlite(pool) => match self.read_cache.pointers(tenant) {
                 Ok(kept) => kept,
                 Err(ticket) => {
                     let read: Arc<[Pointers]> = pointer_rows(pool, tenant).await?.into();
-                    self.pointer_cache.put(tenant, ticket, Arc::clone(&read));
+                    self.read_cache
+                        .keep_pointers(tenant, ticket, Arc::clone(&read));
                     read
                 }
             },
@@ -466,8 +465,15 @@ impl ContinuityStore {
         now: i64,
     ) -> Result<(), Error> {
         let _turn = match self.db {
-            noema_store::Database::Sqlite(_) => Some(self.sqlite_writer.lock().await),
-            noema_store::Database::Postgres(_) => None,
+            Database::Sqlite(_) => Some(self.sqlite_writer.lock().await),
+            Database::Postgres(_) => None,
+        };
+        // Dropped (still under the write gate) whether or not the update lands: a failed
+        // statement may have committed all the same.
+        let _forget = ForgetRow {
+            cache: &self.read_cache,
+            tenant,
+            subject,
         };
         with_pool!(&self.db, |pool| {
             query(
@@ -532,6 +538,41 @@ impl ContinuityStore {
 }
 
 /// A tenant's subject pointer rows, in key order.
+/// Drops a subject's kept row when dropped.
+struct ForgetRow<'a> {
+    cache: &'a ReadCache,
+    tenant: &'a str,
+    subject: &'a SubjectKey,
+}
+
+impl Drop for ForgetRow<'_> {
+    fn drop(&mut self) {
+        self.cache
+            .changed([(self.tenant, Change::Row(self.subject))]);
+    }
+}
+
+async fn subject_row<D: Engine>(
+    pool: &sqlx::Pool<D>,
+    tenant: &str,
+    subject: &SubjectKey,
+) -> Result<Option<SubjectRow>, Error> {
+    let sql = format!(
+        "SELECT {SUBJECT_COLUMNS}, r.capsule AS active_capsule FROM continuity_subjects s \
+         LEFT JOIN continuity_revisions r ON r.tenant = s.tenant \
+         AND r.subject_kind = s.subject_kind AND r.subject_key = s.subject_key \
+         AND r.sequence = s.active_sequence \
+         WHERE s.tenant = $1 AND s.subject_kind = $2 AND s.subject_key = $3"
+    );
+    let row: Option<SubjectRecord> = query(&sql)
+        .bind(tenant)
+        .bind(subject.kind.as_str())
+        .bind(subject.key.as_str())
+        .fetch_optional(pool)
+        .await?;
+    Ok(row.map(SubjectRow::from))
+}
+
 async fn pointer_rows<D: Engine>(
     pool: &sqlx::Pool<D>,
     tenant: &str,

@@ -5,8 +5,7 @@
 //! A write whose state moved is refused inside the group without disturbing the others; if
 //! the group's transaction fails, its writes are retried one by one so each caller gets its
 //! own answer. What committed memory writes changed is applied to search's in-memory
-//! index, and the tenants whose subject pointers moved are dropped from the pointer cache,
-//! before the gate is released and the callers are answered.
+//! index, and the subjects whose rows changed are dropped from the read cache, before the gate is released and the callers are answered.
 
 use std::sync::Arc;
 
@@ -17,8 +16,9 @@ use sqlx::Acquire;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::memory_postings::MemoryPostings;
-use super::pointer_cache::PointerCache;
+use super::read_cache::{Change, ReadCache};
 use super::writes::{Landed, Refusal, Write};
+use crate::domain::subject::SubjectKey;
 use crate::error::Error;
 
 /// Most writes in one transaction: bounds how long the SQLite write lock is held.
@@ -52,10 +52,10 @@ impl GroupWriter {
         db: Database,
         sqlite_writer: Arc<Mutex<()>>,
         postings: Arc<MemoryPostings>,
-        pointers: Arc<PointerCache>,
+        cache: Arc<ReadCache>,
     ) -> Self {
         let (queue, incoming) = mpsc::channel(QUEUE);
-        tokio::spawn(run(db, sqlite_writer, postings, pointers, incoming));
+        tokio::spawn(run(db, sqlite_writer, postings, cache, incoming));
         GroupWriter { queue }
     }
 
@@ -84,7 +84,7 @@ async fn run(
     db: Database,
     sqlite_writer: Arc<Mutex<()>>,
     postings: Arc<MemoryPostings>,
-    pointers: Arc<PointerCache>,
+    cache: Arc<ReadCache>,
     mut incoming: mpsc::Receiver<Pending>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -97,7 +97,7 @@ async fn run(
         let (writes, replies): (Vec<Write>, Vec<_>) =
             batch.drain(..).map(|p| (p.write, p.done)).unzip();
         let count = writes.len();
-        let outcomes = commit(&db, &mut held, &postings, &pointers, writes).await;
+        let outcomes = commit(&db, &mut held, &postings, &cache, writes).await;
         tracing::debug!(writes = count, "continuity group commit");
         for (reply, outcome) in replies.into_iter().zip(outcomes) {
             // A caller that went away still had its write committed; nobody to tell.
@@ -113,21 +113,24 @@ pub(super) async fn commit(
     db: &Database,
     held: &mut WriterConnection,
     postings: &MemoryPostings,
-    pointers: &PointerCache,
+    cache: &ReadCache,
     writes: Vec<Write>,
 ) -> Vec<Outcome> {
-    let moving: Vec<(usize, String)> = writes
+    let moving: Vec<(usize, String, SubjectKey)> = writes
         .iter()
         .enumerate()
-        .filter_map(|(i, write)| Some((i, write.moves_pointers_of()?.to_owned())))
+        .filter_map(|(i, write)| {
+            let (tenant, subject) = write.moves_pointers_of()?;
+            Some((i, tenant.to_owned(), subject.clone()))
+        })
         .collect();
     let mut outcomes = commit_group(db, held, writes).await;
-    pointers.changed(
+    cache.changed(
         moving
             .iter()
             // A write that failed may have landed all the same: only a refusal surely did not.
-            .filter(|(i, _)| !matches!(outcomes.get(*i), Some(Ok(Err(_)))))
-            .map(|(_, tenant)| tenant.as_str()),
+            .filter(|(i, _, _)| !matches!(outcomes.get(*i), Some(Ok(Err(_)))))
+            .map(|(_, tenant, subject)| (tenant.as_str(), Change::Pointers(subject))),
     );
     let changes: Vec<_> = outcomes
         .iter_mut()

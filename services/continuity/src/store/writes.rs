@@ -187,12 +187,13 @@ impl Write {
         }
     }
 
-    /// The tenant whose subject pointers (active, fallback) this write moves if it lands.
-    pub(super) fn moves_pointers_of(&self) -> Option<&str> {
+    /// The tenant and subject whose row (version, head, active and fallback pointers) this
+    /// write moves if it lands: the only writes to `continuity_subjects` but `touch_used`.
+    pub(super) fn moves_pointers_of(&self) -> Option<(&str, &SubjectKey)> {
         match self {
-            Write::Capsule(w) if w.revision.is_some() => Some(&w.tenant),
-            Write::Archive(w) => Some(&w.tenant),
-            Write::Delete(w) => Some(&w.tenant),
+            Write::Capsule(w) if w.revision.is_some() => Some((&w.tenant, &w.subject)),
+            Write::Archive(w) => Some((&w.tenant, &w.subject)),
+            Write::Delete(w) => Some((&w.tenant, &w.subject)),
             _ => None,
         }
     }
