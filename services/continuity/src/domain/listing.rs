@@ -478,6 +478,44 @@ enum Timing {
 /// order, so it compares the same).
 type SalienceAt<'a> = (u8, u8, u8, u8, i8, i64, &'a str, &'a str);
 
+/// Keeps the `count` first of `items` by `order` (a total order), sorted.
+fn sort_first<T>(items: &mut Vec<T>, count: usize, mut order: impl FnMut(&T, &T) -> Ordering) {
+    if count == 0 {
+        items.clear();
+        return;
+    }
+    if items.len() > count {
+        items.select_nth_unstable_by(count - 1, &mut order);
+        items.truncate(count);
+    }
+    items.sort_unstable_by(order);
+}
+
+/// A salience key's numbers with the first eight bytes of its subject kind and id, compared
+/// before the whole key: most comparisons of a sort then read no row's strings. Zero padding
+/// orders a string's prefix as the string (a string sorts before its extensions), so the
+/// prefix never contradicts the whole key.
+fn sort_prefix(key: &SalienceAt<'_>) -> (u8, u8, u8, u8, i8, i64, u64, u64) {
+    fn first_bytes(s: &str) -> u64 {
+        let mut bytes = [0u8; 8];
+        let n = s.len().min(8);
+        bytes[..n].copy_from_slice(&s.as_bytes()[..n]);
+        u64::from_be_bytes(bytes)
+    }
+    let (lifecycle, health, phase, resume, verification, age, kind, id) = *key;
+    let (kind, id) = (first_bytes(kind), first_bytes(id));
+    (
+        lifecycle,
+        health,
+        phase,
+        resume,
+        verification,
+        age,
+        kind,
+        id,
+    )
+}
+
 /// Where a row stands in the answer's `salience_rank`.
 #[derive(Debug, Clone, Copy)]
 enum Rank {
@@ -632,9 +670,19 @@ pub fn list_body(request: &ListRequest, rows: &[&PreparedRow], now: OffsetDateTi
         let (active, mut others): (Vec<&PreparedRow>, Vec<&PreparedRow>) = rows
             .into_iter()
             .partition(|r| r.artifact_state == ArtifactState::Active);
-        let mut active: Vec<_> = active.into_iter().map(|r| (r.salience(now), r)).collect();
-        active.sort_by(|a, b| a.0.cmp(&b.0));
-        others.sort_by(|a, b| a.default_key().cmp(&b.default_key()));
+        // Both keys are total over a list's rows (each subject has one active row; a path
+        // names one row), so an unstable sort gives the one order, and only the rows the
+        // limit keeps need sorting.
+        let mut active: Vec<_> = active
+            .into_iter()
+            .map(|r| (r.salience(now).map(|key| (sort_prefix(&key), key)), r))
+            .collect();
+        sort_first(&mut active, limit, |a, b| {
+            a.0.cmp(&b.0).then_with(|| a.1.path.cmp(&b.1.path))
+        });
+        sort_first(&mut others, limit.saturating_sub(active.len()), |a, b| {
+            a.default_key().cmp(&b.default_key())
+        });
         out.extend(
             active
                 .into_iter()
@@ -644,7 +692,9 @@ pub fn list_body(request: &ListRequest, rows: &[&PreparedRow], now: OffsetDateTi
         out.extend(others.into_iter().map(|row| (row, Rank::Null)));
     } else {
         let mut rows = rows;
-        rows.sort_by(|a, b| a.default_key().cmp(&b.default_key()));
+        sort_first(&mut rows, limit, |a, b| {
+            a.default_key().cmp(&b.default_key())
+        });
         out.extend(rows.into_iter().map(|row| (row, Rank::Absent)));
     }
     out.truncate(limit);
@@ -671,4 +721,48 @@ pub fn list_body(request: &ListRequest, rows: &[&PreparedRow], now: OffsetDateTi
     });
     body.push('}');
     body.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key(age: i64, kind: &str, id: &str) -> (u8, u8, u8, u8, i8, i64, String, String) {
+        (1, 2, 3, 0, -1, age, kind.to_owned(), id.to_owned())
+    }
+
+    proptest! {
+        /// The first `count` of a total order, sorted, as a whole sort would give them.
+        #[test]
+        fn sort_first_keeps_what_a_whole_sort_puts_first(
+            items in proptest::collection::vec(any::<u16>(), 0..64),
+            count in 0usize..80,
+        ) {
+            let mut whole = items.clone();
+            whole.sort_unstable();
+            whole.truncate(count);
+            let mut first = items;
+            sort_first(&mut first, count, Ord::cmp);
+            prop_assert_eq!(first, whole);
+        }
+
+        /// Where two prefixes differ they order as the whole keys do.
+        #[test]
+        fn a_sort_prefix_never_contradicts_its_key(
+            ages in (0i64..3, 0i64..3),
+            kinds in ("[a-z\\x00]{0,10}", "[a-z\\x00]{0,10}"),
+            ids in ("[ab\\x00é]{0,12}", "[ab\\x00é]{0,12}"),
+        ) {
+            let a = key(ages.0, &kinds.0, &ids.0);
+            let b = key(ages.1, &kinds.1, &ids.1);
+            let view = |k: &(u8, u8, u8, u8, i8, i64, String, String)| -> (u8, u8, u8, u8, i8, i64, u64, u64) {
+                sort_prefix(&(k.0, k.1, k.2, k.3, k.4, k.5, k.6.as_str(), k.7.as_str()))
+            };
+            let (pa, pb) = (view(&a), view(&b));
+            if pa != pb {
+                prop_assert_eq!(pa.cmp(&pb), a.cmp(&b));
+            }
+        }
+    }
 }

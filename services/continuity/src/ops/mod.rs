@@ -84,6 +84,15 @@ impl Default for Options {
 /// Prepared list rows by revision id.
 type RowCache = quick_cache::sync::Cache<String, Arc<PreparedRow>>;
 
+/// A tenant's last complete list rows, with the pointers they were prepared from.
+struct ListedRows {
+    pointers: Arc<[crate::store::Pointers]>,
+    rows: Arc<[Arc<PreparedRow>]>,
+}
+
+/// Tenants whose last list rows are kept (by tenant and whether fallbacks are shown).
+const LISTED_TENANTS: usize = 256;
+
 pub struct Continuity {
     store: ContinuityStore,
     objects: Arc<dyn ObjectStore>,
@@ -95,6 +104,8 @@ pub struct Continuity {
     /// once (see [`PreparedRow`]).
     active_rows: RowCache,
     fallback_rows: RowCache,
+    /// Each tenant's last list rows (see `listed_rows`).
+    listed: quick_cache::sync::Cache<(String, bool), Arc<ListedRows>>,
     /// Each revision's capsule JSON as a read shows it, serialised once.
     capsule_json: quick_cache::sync::Cache<String, Arc<str>>,
     /// Capsule writes in flight per subject (hot subjects' writers build on each other).
@@ -118,6 +129,7 @@ impl Continuity {
             capsules: quick_cache::sync::Cache::new(CACHED_CAPSULES),
             active_rows: RowCache::new(CACHED_CAPSULES),
             fallback_rows: RowCache::new(CACHED_CAPSULES),
+            listed: quick_cache::sync::Cache::new(LISTED_TENANTS),
             capsule_json: quick_cache::sync::Cache::new(CACHED_CAPSULES),
             in_flight: in_flight::InFlight::default(),
             inputs,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Continuity, RowCache, bytes_of, now, subject_of};
+use super::{Continuity, ListedRows, RowCache, bytes_of, now, subject_of};
 use crate::domain::access::{Caller, READ};
 use crate::domain::cold::parse_cold_stub;
 use crate::domain::context::graph::{self as context_graph, STARTUP_GRAPH_CAPS, empty_graph};
@@ -19,7 +19,7 @@ use crate::domain::subject::{CONTINUITY_DIR, SubjectKey, cold_stub_path};
 use crate::domain::trust::SourceState;
 use crate::domain::verify::compare;
 use crate::error::Error;
-use crate::store::{ContinuityStore, HistoryRow};
+use crate::store::{ContinuityStore, HistoryRow, Pointers};
 
 /// What a read answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -189,51 +189,9 @@ impl Continuity {
         let at = now();
         let kind = request.subject_kind.map(|k| k.as_str());
         let subjects = self.store.pointers(&caller.tenant, kind).await?;
-        // Rows by revision from the cache; the others prepared from their capsules, the
-        // capsules not in memory fetched in one go. (The order of rows does not matter:
-        // both orders are total over distinct subjects and tiers.)
-        let mut prepared: Vec<Arc<PreparedRow>> = Vec::with_capacity(subjects.len());
-        let mut missing = Vec::new();
-        for (i, s) in subjects.iter().enumerate() {
-            let fallback = s.fallback.as_ref().filter(|_| request.include_fallback);
-            let shown = s
-                .active
-                .iter()
-                .map(|p| (p, ArtifactState::Active))
-                .chain(fallback.map(|p| (p, ArtifactState::Fallback)));
-            for ((sequence, id), state) in shown {
-                match self.row_cache(state).get(id.as_str()) {
-                    Some(row) => prepared.push(row),
-                    None => missing.push((i, *sequence, id.as_str(), state)),
-                }
-            }
-        }
-        if !missing.is_empty() {
-            let wanted: Vec<_> = missing
-                .iter()
-                .filter(|(_, _, id, _)| self.capsules.get(*id).is_none())
-                .map(|(i, sequence, _, _)| {
-                    let s = &subjects[*i];
-                    (s.subject_kind.clone(), s.subject_key.clone(), *sequence)
-                })
-                .collect();
-            for (_, _, revision) in self.store.revisions(&caller.tenant, &wanted).await? {
-                self.load(&revision.revision_id, &revision.capsule);
-            }
-            for (i, _, id, state) in missing {
-                let s = &subjects[i];
-                let Some(kind) = SubjectKind::parse(&s.subject_kind) else {
-                    continue;
-                };
-                let key = SubjectKey {
-                    kind,
-                    key: s.subject_key.clone(),
-                };
-                if let Some(row) = self.list_row(id, state, &key, at) {
-                    prepared.push(row);
-                }
-            }
-        }
+        let prepared = self
+            .listed_rows(caller, &subjects, request.include_fallback, at)
+            .await?;
         let mut rows = Vec::new();
         if request.include_archived || request.include_cold {
             let state = match (request.include_archived, request.include_cold) {
@@ -281,6 +239,79 @@ impl Continuity {
         }
         let all: Vec<&PreparedRow> = prepared.iter().map(Arc::as_ref).chain(&rows).collect();
         Ok(list_body(&request, &all, at))
+    }
+
+    /// The prepared rows of the tiers a list shows (the order does not matter: both of a
+    /// list's orders are total over distinct subjects and tiers). Rows by revision from the
+    /// cache; the others prepared from their capsules, the capsules not in memory fetched in
+    /// one go. The same pointers (the store's unchanged cached ones) give the same rows: a
+    /// tenant's last complete answer is kept and given again while they are unchanged.
+    async fn listed_rows(
+        &self,
+        caller: &Caller,
+        subjects: &Arc<[Pointers]>,
+        include_fallback: bool,
+        at: time::OffsetDateTime,
+    ) -> Result<Arc<[Arc<PreparedRow>]>, Error> {
+        let key = (caller.tenant.clone(), include_fallback);
+        if let Some(memo) = self.listed.get(&key)
+            && Arc::ptr_eq(&memo.pointers, subjects)
+        {
+            return Ok(Arc::clone(&memo.rows));
+        }
+        let mut complete = true;
+        let mut prepared: Vec<Arc<PreparedRow>> = Vec::with_capacity(subjects.len());
+        let mut missing = Vec::new();
+        for (i, s) in subjects.iter().enumerate() {
+            let fallback = s.fallback.as_ref().filter(|_| include_fallback);
+            let shown = s
+                .active
+                .iter()
+                .map(|p| (p, ArtifactState::Active))
+                .chain(fallback.map(|p| (p, ArtifactState::Fallback)));
+            for ((sequence, id), state) in shown {
+                match self.row_cache(state).get(id.as_str()) {
+                    Some(row) => prepared.push(row),
+                    None => missing.push((i, *sequence, id.as_str(), state)),
+                }
+            }
+        }
+        if !missing.is_empty() {
+            let wanted: Vec<_> = missing
+                .iter()
+                .filter(|(_, _, id, _)| self.capsules.get(*id).is_none())
+                .map(|(i, sequence, _, _)| {
+                    let s = &subjects[*i];
+                    (s.subject_kind.clone(), s.subject_key.clone(), *sequence)
+                })
+                .collect();
+            for (_, _, revision) in self.store.revisions(&caller.tenant, &wanted).await? {
+                self.load(&revision.revision_id, &revision.capsule);
+            }
+            for (i, _, id, state) in missing {
+                let s = &subjects[i];
+                let Some(kind) = SubjectKind::parse(&s.subject_kind) else {
+                    continue;
+                };
+                let key = SubjectKey {
+                    kind,
+                    key: s.subject_key.clone(),
+                };
+                match self.list_row(id, state, &key, at) {
+                    Some(row) => prepared.push(row),
+                    None => complete = false,
+                }
+            }
+        }
+        let prepared: Arc<[Arc<PreparedRow>]> = prepared.into();
+        if complete {
+            let memo = ListedRows {
+                pointers: Arc::clone(subjects),
+                rows: Arc::clone(&prepared),
+            };
+            self.listed.insert(key, Arc::new(memo));
+        }
+        Ok(prepared)
     }
 
     /// The prepared list row of a revision in a tier, from the cache, else from its loaded
