@@ -26,6 +26,7 @@ conformance!(
     tasks_are_planning_state_per_tenant,
     concurrent_task_updates_never_lose_a_field,
     schedule_items_are_one_shot_reminders_per_tenant,
+    tasks_and_pending_reminders_read_every_write_before_them,
 );
 
 async fn write(
@@ -996,6 +997,75 @@ async fn concurrent_task_updates_never_lose_a_field(backend: Backend) {
     for field in fields {
         assert_eq!(task["tasks"][0][field], format!("set-{field}"), "{task}");
     }
+}
+
+/// What a context retrieve reads of the tenant's tasks and schedule (kept in memory on
+/// SQLite) follows every write: each is read twice, the second read possibly from memory.
+async fn tasks_and_pending_reminders_read_every_write_before_them(backend: Backend) {
+    let h = harness(backend).await;
+    let a = agent("agent:a");
+    let statuses = || async {
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            let rows = h.store.tasks(&a.tenant, &Default::default()).await.unwrap();
+            seen.push(
+                rows.iter()
+                    .map(|t| format!("{} {}", t.task_id, t.status))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        assert_eq!(seen[0], seen[1]);
+        seen.remove(0)
+    };
+    let pending = || async {
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            let items = h.store.schedule_items(&a.tenant, true).await.unwrap();
+            seen.push(items.iter().map(|i| i.title.clone()).collect::<Vec<_>>());
+        }
+        assert_eq!(seen[0], seen[1]);
+        seen.remove(0)
+    };
+    assert!(statuses().await.is_empty());
+    create_task(
+        &h,
+        &a,
+        json!({"task_id": "t-1", "title": "Tag whales", "owner_peer": "peer-1"}),
+    )
+    .await;
+    assert_eq!(statuses().await, ["t-1 open"]);
+    h.continuity
+        .update_task(&a, "t-1", br#"{"status":"done"}"#)
+        .await
+        .unwrap();
+    assert_eq!(statuses().await, ["t-1 done"]);
+
+    assert!(pending().await.is_empty());
+    let created = h
+        .continuity
+        .create_schedule_item(
+            &a,
+            br#"{"kind":"reminder","title":"Count whales","due_at":"2099-01-01T09:00:00Z"}"#,
+        )
+        .await
+        .unwrap();
+    assert_eq!(pending().await, ["Count whales"]);
+    let id = parse(&created.body)["item"]["schedule_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    h.continuity
+        .acknowledge_schedule_item(
+            &a,
+            &id,
+            br#"{"expected_version":1,"status":"done","reason":"counted"}"#,
+        )
+        .await
+        .unwrap();
+    assert!(
+        pending().await.is_empty(),
+        "an acknowledged reminder is still pending"
+    );
 }
 
 async fn schedule_items_are_one_shot_reminders_per_tenant(backend: Backend) {

@@ -1,10 +1,11 @@
 //! SQLite: what continuity reads most, kept in memory between the writes that change it:
-//! each listed tenant's subject pointers (a thousand rows are most of a list's cost) and
-//! subject rows with their active capsule (a capsule read is otherwise a query and a
-//! connection check, each a round trip to SQLite's thread). This process is the only writer
-//! of its SQLite file, and every change to `continuity_subjects` goes through the group
-//! writer or `touch_used`, which tell this cache after they commit and before the writer is
-//! answered. Postgres is shared by replicas: it is always read.
+//! each listed tenant's subject pointers (a thousand rows are most of a list's cost), subject
+//! rows with their active capsule (a capsule read is otherwise a query and a connection
+//! check, each a round trip to SQLite's thread), and the tenant's tasks and pending schedule
+//! items (every context retrieve reads both). This process is the only writer of its SQLite
+//! file, and every change to those tables goes through the group writer, `touch_used`,
+//! `task_write` or `schedule_write`, which tell this cache after they commit and before
+//! their caller is answered. Postgres is shared by replicas: it is always read.
 //!
 //! A read that misses takes a ticket (its tenant's last change), reads the rows, and keeps
 //! them only if the tenant did not change in between; a change that commits while it reads
@@ -14,6 +15,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::reads::{Pointers, SubjectRow};
+use super::tasks::TaskRow;
+use crate::domain::schedule::Item;
 use crate::domain::subject::SubjectKey;
 
 /// Tenants whose pointers are kept at most: a bound on memory, not a working-set guess.
@@ -76,6 +79,10 @@ struct State {
 #[derive(Debug)]
 struct Entry {
     pointers: Option<Arc<[Pointers]>>,
+    /// All the tenant's tasks, in the store's order.
+    tasks: Option<Arc<[TaskRow]>>,
+    /// The tenant's pending schedule items, in the store's order.
+    pending_schedule: Option<Arc<[Item]>>,
     /// The change that last touched the tenant (or the count when the entry was made).
     changed: u64,
 }
@@ -91,6 +98,24 @@ pub(super) enum Change<'a> {
     Pointers(&'a SubjectKey),
     /// Only the subject's row changed (its `used_at`).
     Row(&'a SubjectKey),
+    /// A task of the tenant.
+    Tasks,
+    /// A schedule item of the tenant.
+    Schedule,
+}
+
+/// Tells the cache of a change when dropped: a write holds one while it runs, so a failed
+/// write, which may have committed all the same, drops what it may have changed too.
+pub(super) struct ChangeOnDrop<'a> {
+    pub cache: &'a ReadCache,
+    pub tenant: &'a str,
+    pub change: Change<'a>,
+}
+
+impl Drop for ChangeOnDrop<'_> {
+    fn drop(&mut self) {
+        self.cache.changed([(self.tenant, self.change)]);
+    }
 }
 
 impl ReadCache {
@@ -109,6 +134,35 @@ impl ReadCache {
         let mut state = self.lock();
         if let Some(entry) = state.unchanged_since(tenant, ticket) {
             entry.pointers = Some(pointers);
+        }
+    }
+
+    /// The tenant's kept tasks, or the ticket to keep the ones about to be read.
+    pub fn tasks(&self, tenant: &str) -> Result<Arc<[TaskRow]>, Ticket> {
+        let mut state = self.lock();
+        let entry = state.entry(tenant);
+        entry.tasks.clone().ok_or(Ticket(entry.changed))
+    }
+
+    /// Keeps `tasks`, read after `ticket` was taken, unless the tenant changed since.
+    pub fn keep_tasks(&self, tenant: &str, ticket: Ticket, tasks: Arc<[TaskRow]>) {
+        if let Some(entry) = self.lock().unchanged_since(tenant, ticket) {
+            entry.tasks = Some(tasks);
+        }
+    }
+
+    /// The tenant's kept pending schedule items, or the ticket to keep the ones about to be
+    /// read.
+    pub fn pending_schedule(&self, tenant: &str) -> Result<Arc<[Item]>, Ticket> {
+        let mut state = self.lock();
+        let entry = state.entry(tenant);
+        entry.pending_schedule.clone().ok_or(Ticket(entry.changed))
+    }
+
+    /// Keeps `items`, read after `ticket` was taken, unless the tenant changed since.
+    pub fn keep_pending_schedule(&self, tenant: &str, ticket: Ticket, items: Arc<[Item]>) {
+        if let Some(entry) = self.lock().unchanged_since(tenant, ticket) {
+            entry.pending_schedule = Some(items);
         }
     }
 
@@ -141,14 +195,16 @@ impl ReadCache {
         for (tenant, change) in changes {
             state.changes += 1;
             let changes = state.changes;
-            let subject = match change {
-                Change::Pointers(subject) | Change::Row(subject) => subject,
-            };
-            self.rows.remove(&(tenant.to_owned(), subject.clone()));
+            if let Change::Pointers(subject) | Change::Row(subject) = change {
+                self.rows.remove(&(tenant.to_owned(), subject.clone()));
+            }
             if let Some(entry) = state.tenants.get_mut(tenant) {
                 entry.changed = changes;
-                if matches!(change, Change::Pointers(_)) {
-                    entry.pointers = None;
+                match change {
+                    Change::Pointers(_) => entry.pointers = None,
+                    Change::Row(_) => {}
+                    Change::Tasks => entry.tasks = None,
+                    Change::Schedule => entry.pending_schedule = None,
                 }
             }
         }
@@ -170,6 +226,8 @@ impl State {
         let changes = self.changes;
         self.tenants.entry(tenant.to_owned()).or_insert(Entry {
             pointers: None,
+            tasks: None,
+            pending_schedule: None,
             changed: changes,
         })
     }

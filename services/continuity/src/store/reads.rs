@@ -8,7 +8,7 @@ use noema_store::{Database, with_pool};
 use time::OffsetDateTime;
 
 use super::ContinuityStore;
-use super::read_cache::{Change, ReadCache};
+use super::read_cache::{Change, ChangeOnDrop};
 use crate::domain::subject::SubjectKey;
 use crate::error::Error;
 
@@ -470,10 +470,10 @@ impl ContinuityStore {
         };
         // Dropped (still under the write gate) whether or not the update lands: a failed
         // statement may have committed all the same.
-        let _forget = ForgetRow {
+        let _forget = ChangeOnDrop {
             cache: &self.read_cache,
             tenant,
-            subject,
+            change: Change::Row(subject),
         };
         with_pool!(&self.db, |pool| {
             query(
@@ -538,20 +538,6 @@ impl ContinuityStore {
 }
 
 /// A tenant's subject pointer rows, in key order.
-/// Drops a subject's kept row when dropped.
-struct ForgetRow<'a> {
-    cache: &'a ReadCache,
-    tenant: &'a str,
-    subject: &'a SubjectKey,
-}
-
-impl Drop for ForgetRow<'_> {
-    fn drop(&mut self) {
-        self.cache
-            .changed([(self.tenant, Change::Row(self.subject))]);
-    }
-}
-
 async fn subject_row<D: Engine>(
     pool: &sqlx::Pool<D>,
     tenant: &str,

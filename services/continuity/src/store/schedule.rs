@@ -8,6 +8,7 @@ use noema_store::with_pool;
 use time::OffsetDateTime;
 
 use super::ContinuityStore;
+use super::read_cache::{Change, ChangeOnDrop};
 use crate::domain::schedule::Item;
 use crate::error::Error;
 
@@ -128,6 +129,25 @@ impl ContinuityStore {
         tenant: &str,
         pending_only: bool,
     ) -> Result<Vec<Item>, Error> {
+        if pending_only && let noema_store::Database::Sqlite(_) = self.database() {
+            return match self.read_cache.pending_schedule(tenant) {
+                Ok(kept) => Ok(kept.to_vec()),
+                Err(ticket) => {
+                    let read = self.schedule_items_read(tenant, pending_only).await?;
+                    self.read_cache
+                        .keep_pending_schedule(tenant, ticket, read.as_slice().into());
+                    Ok(read)
+                }
+            };
+        }
+        self.schedule_items_read(tenant, pending_only).await
+    }
+
+    async fn schedule_items_read(
+        &self,
+        tenant: &str,
+        pending_only: bool,
+    ) -> Result<Vec<Item>, Error> {
         let filter = if pending_only {
             " AND status = 'pending'"
         } else {
@@ -149,6 +169,12 @@ impl ContinuityStore {
         let _turn = match self.database() {
             noema_store::Database::Sqlite(_) => Some(self.sqlite_writer.lock().await),
             noema_store::Database::Postgres(_) => None,
+        };
+        // Dropped (under the write gate) after the write, whether or not it landed.
+        let _changed = ChangeOnDrop {
+            cache: &self.read_cache,
+            tenant: &write.tenant,
+            change: Change::Schedule,
         };
         let i = &write.item;
         let sql = match write.expected_version {

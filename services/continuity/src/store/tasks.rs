@@ -9,6 +9,7 @@ use noema_store::with_pool;
 use time::OffsetDateTime;
 
 use super::ContinuityStore;
+use super::read_cache::{Change, ChangeOnDrop};
 use crate::error::Error;
 
 /// A stored task.
@@ -68,8 +69,26 @@ impl ContinuityStore {
     }
 
     /// The tenant's tasks matching `filter`, newest `updated_at` first (then task id,
-    /// descending, as the original sorts).
+    /// descending, as the original sorts). On SQLite all of them from the read cache when it
+    /// holds the tenant's.
     pub async fn tasks(&self, tenant: &str, filter: &TaskFilter) -> Result<Vec<TaskRow>, Error> {
+        if *filter == TaskFilter::default()
+            && let noema_store::Database::Sqlite(_) = self.database()
+        {
+            return match self.read_cache.tasks(tenant) {
+                Ok(kept) => Ok(kept.to_vec()),
+                Err(ticket) => {
+                    let read = self.tasks_read(tenant, filter).await?;
+                    self.read_cache
+                        .keep_tasks(tenant, ticket, read.as_slice().into());
+                    Ok(read)
+                }
+            };
+        }
+        self.tasks_read(tenant, filter).await
+    }
+
+    async fn tasks_read(&self, tenant: &str, filter: &TaskFilter) -> Result<Vec<TaskRow>, Error> {
         Ok(with_pool!(self.database(), |pool| {
             let mut b = Builder::new(format!(
                 "SELECT {TASK_COLUMNS} FROM continuity_tasks WHERE tenant = "
@@ -98,6 +117,12 @@ impl ContinuityStore {
         let _turn = match self.database() {
             noema_store::Database::Sqlite(_) => Some(self.sqlite_writer.lock().await),
             noema_store::Database::Postgres(_) => None,
+        };
+        // Dropped (under the write gate) after the write, whether or not it landed.
+        let _changed = ChangeOnDrop {
+            cache: &self.read_cache,
+            tenant: &write.tenant,
+            change: Change::Tasks,
         };
         with_pool!(self.database(), |pool| {
             let mut tx = AuditedTx::begin(pool).await?;
