@@ -18,6 +18,7 @@ use super::reads::{Pointers, SubjectRow};
 use super::tasks::TaskRow;
 use crate::domain::schedule::Item;
 use crate::domain::subject::SubjectKey;
+use crate::error::Error;
 
 /// Tenants whose pointers are kept at most: a bound on memory, not a working-set guess.
 const MAX_TENANTS: usize = 256;
@@ -77,7 +78,7 @@ struct State {
 }
 
 #[derive(Debug)]
-struct Entry {
+pub(super) struct Entry {
     pointers: Option<Arc<[Pointers]>>,
     /// All the tenant's tasks, in the store's order.
     tasks: Option<Arc<[TaskRow]>>,
@@ -86,6 +87,11 @@ struct Entry {
     /// The change that last touched the tenant (or the count when the entry was made).
     changed: u64,
 }
+
+/// Where a tenant's entry keeps one of its whole tables.
+pub(super) type Table<T> = fn(&mut Entry) -> &mut Option<Arc<[T]>>;
+pub(super) const TASKS: Table<TaskRow> = |entry| &mut entry.tasks;
+pub(super) const PENDING_SCHEDULE: Table<Item> = |entry| &mut entry.pending_schedule;
 
 /// Proof of what a miss saw: keep what was read after it only if nothing changed since.
 #[derive(Debug, Clone, Copy)]
@@ -137,33 +143,27 @@ impl ReadCache {
         }
     }
 
-    /// The tenant's kept tasks, or the ticket to keep the ones about to be read.
-    pub fn tasks(&self, tenant: &str) -> Result<Arc<[TaskRow]>, Ticket> {
-        let mut state = self.lock();
-        let entry = state.entry(tenant);
-        entry.tasks.clone().ok_or(Ticket(entry.changed))
-    }
-
-    /// Keeps `tasks`, read after `ticket` was taken, unless the tenant changed since.
-    pub fn keep_tasks(&self, tenant: &str, ticket: Ticket, tasks: Arc<[TaskRow]>) {
+    /// The tenant's whole `table` as kept, else as `read` reads it, kept unless the tenant
+    /// changed while it was read.
+    pub async fn table<T: Clone>(
+        &self,
+        tenant: &str,
+        table: Table<T>,
+        read: impl Future<Output = Result<Vec<T>, Error>>,
+    ) -> Result<Vec<T>, Error> {
+        let ticket = {
+            let mut state = self.lock();
+            let entry = state.entry(tenant);
+            if let Some(kept) = table(entry) {
+                return Ok(kept.to_vec());
+            }
+            Ticket(entry.changed)
+        };
+        let rows = read.await?;
         if let Some(entry) = self.lock().unchanged_since(tenant, ticket) {
-            entry.tasks = Some(tasks);
+            *table(entry) = Some(rows.as_slice().into());
         }
-    }
-
-    /// The tenant's kept pending schedule items, or the ticket to keep the ones about to be
-    /// read.
-    pub fn pending_schedule(&self, tenant: &str) -> Result<Arc<[Item]>, Ticket> {
-        let mut state = self.lock();
-        let entry = state.entry(tenant);
-        entry.pending_schedule.clone().ok_or(Ticket(entry.changed))
-    }
-
-    /// Keeps `items`, read after `ticket` was taken, unless the tenant changed since.
-    pub fn keep_pending_schedule(&self, tenant: &str, ticket: Ticket, items: Arc<[Item]>) {
-        if let Some(entry) = self.lock().unchanged_since(tenant, ticket) {
-            entry.pending_schedule = Some(items);
-        }
+        Ok(rows)
     }
 
     /// The subject's kept row, or the ticket to keep the one about to be read.

@@ -8,7 +8,7 @@ use noema_store::with_pool;
 use time::OffsetDateTime;
 
 use super::ContinuityStore;
-use super::read_cache::{Change, ChangeOnDrop};
+use super::read_cache::{Change, ChangeOnDrop, PENDING_SCHEDULE};
 use crate::domain::schedule::Item;
 use crate::error::Error;
 
@@ -130,15 +130,8 @@ impl ContinuityStore {
         pending_only: bool,
     ) -> Result<Vec<Item>, Error> {
         if pending_only && let noema_store::Database::Sqlite(_) = self.database() {
-            return match self.read_cache.pending_schedule(tenant) {
-                Ok(kept) => Ok(kept.to_vec()),
-                Err(ticket) => {
-                    let read = self.schedule_items_read(tenant, pending_only).await?;
-                    self.read_cache
-                        .keep_pending_schedule(tenant, ticket, read.as_slice().into());
-                    Ok(read)
-                }
-            };
+            let read = self.schedule_items_read(tenant, pending_only);
+            return self.read_cache.table(tenant, PENDING_SCHEDULE, read).await;
         }
         self.schedule_items_read(tenant, pending_only).await
     }

@@ -9,7 +9,7 @@ use noema_store::with_pool;
 use time::OffsetDateTime;
 
 use super::ContinuityStore;
-use super::read_cache::{Change, ChangeOnDrop};
+use super::read_cache::{Change, ChangeOnDrop, TASKS};
 use crate::error::Error;
 
 /// A stored task.
@@ -75,15 +75,8 @@ impl ContinuityStore {
         if *filter == TaskFilter::default()
             && let noema_store::Database::Sqlite(_) = self.database()
         {
-            return match self.read_cache.tasks(tenant) {
-                Ok(kept) => Ok(kept.to_vec()),
-                Err(ticket) => {
-                    let read = self.tasks_read(tenant, filter).await?;
-                    self.read_cache
-                        .keep_tasks(tenant, ticket, read.as_slice().into());
-                    Ok(read)
-                }
-            };
+            let read = self.tasks_read(tenant, filter);
+            return self.read_cache.table(tenant, TASKS, read).await;
         }
         self.tasks_read(tenant, filter).await
     }
