@@ -196,6 +196,7 @@ impl Database {
                     .connect_with(opts)
                     .await
                     .map_err(|e| connect_err(Backend::Sqlite, e))?;
+                crate::checkpointer::start(&pool);
                 Ok(Database::Sqlite(pool))
             }
             Target::Postgres => {
@@ -405,6 +406,12 @@ fn sqlite_options(
         // (files), every multi-row insert of a group commit spilled a statement journal past
         // 64 KiB into a new /var/tmp file: created, written, unlinked once per batch.
         .pragma("temp_store", "MEMORY")
+        // The log is checkpointed by a connection of its own (see `checkpointer`); a
+        // writer's commit does it only past this backstop.
+        .pragma(
+            "wal_autocheckpoint",
+            crate::checkpointer::WRITER_CHECKPOINT_PAGES,
+        )
         .foreign_keys(true)
         // Rows a query's thread may queue ahead of their reader. At sqlx's default (50) a
         // long read (a replay's page of 10,000 events) stops its thread every 50 rows until

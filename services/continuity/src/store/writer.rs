@@ -55,7 +55,11 @@ impl GroupWriter {
         cache: Arc<ReadCache>,
     ) -> Self {
         let (queue, incoming) = mpsc::channel(QUEUE);
-        tokio::spawn(run(db, sqlite_writer, postings, cache, incoming));
+        noema_store::spawn_writer(
+            db.backend(),
+            "continuity-writer",
+            run(db, sqlite_writer, postings, cache, incoming),
+        );
         GroupWriter { queue }
     }
 

@@ -43,7 +43,11 @@ impl GroupWriter {
     /// each batch.
     pub fn start(db: Database, sqlite_writer: Arc<Mutex<()>>) -> Self {
         let (queue, incoming) = mpsc::channel(QUEUE);
-        tokio::spawn(run(db, sqlite_writer, incoming));
+        noema_store::spawn_writer(
+            db.backend(),
+            "ledger-writer",
+            run(db, sqlite_writer, incoming),
+        );
         GroupWriter { queue }
     }
 

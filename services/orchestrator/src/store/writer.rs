@@ -18,9 +18,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use noema_store::Database;
 use noema_store::audit::AuditedTx;
 use noema_store::sql::{Builder, Engine, query};
+use noema_store::{Backend, Database};
 use sqlx::pool::PoolConnection;
 use sqlx::{Pool, Sqlite};
 use tokio::sync::{mpsc, oneshot};
@@ -63,17 +63,23 @@ pub(super) struct GroupWriter {
 impl GroupWriter {
     pub fn start(db: &Database, written: Arc<Written>) -> GroupWriter {
         let (queue, incoming) = mpsc::channel(QUEUE);
+        const NAME: &str = "orchestrator-writer";
         match db {
-            Database::Sqlite(pool) => match writer_pool(pool) {
-                Some(own) => tokio::spawn(run(own, Hold::Keep, incoming, written)),
-                None => tokio::spawn(run(pool.clone(), Hold::PerBatch, incoming, written)),
-            },
+            Database::Sqlite(pool) => {
+                let task = match writer_pool(pool) {
+                    Some(own) => run(own, Hold::Keep, incoming, written),
+                    None => run(pool.clone(), Hold::PerBatch, incoming, written),
+                };
+                noema_store::spawn_writer(Backend::Sqlite, NAME, task);
+            }
             // The pool is the readers' too: a connection held for good would be one less
             // for them (and a pool of one would starve them).
-            Database::Postgres(pool) => {
-                tokio::spawn(run(pool.clone(), Hold::PerBatch, incoming, written))
-            }
-        };
+            Database::Postgres(pool) => noema_store::spawn_writer(
+                Backend::Postgres,
+                NAME,
+                run(pool.clone(), Hold::PerBatch, incoming, written),
+            ),
+        }
         GroupWriter { queue }
     }
 
