@@ -65,6 +65,7 @@ async fn checkpoint(
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)] // tests: a panic is the failure report
 mod tests {
     use crate::Database;
 
