@@ -101,6 +101,67 @@ pub async fn drop_test_database(admin_url: &str, database_url: &str) -> Result<(
     })
 }
 
+/// Set to keep the databases of [`TestDatabase`] guards after their tests, to inspect them.
+pub const KEEP_DATABASES_ENV: &str = "NOEMA_TEST_KEEP_DATABASES";
+
+/// A database made by [`create_test_database`] that is dropped with this guard, so a test run
+/// does not leave a database (7 MB or more each) behind per test: a full run made over a
+/// thousand of them and filled the disk of a CI host. Set [`KEEP_DATABASES_ENV`] to keep them.
+#[derive(Debug)]
+pub struct TestDatabase {
+    admin_url: String,
+    url: String,
+}
+
+impl TestDatabase {
+    /// [`create_test_database`], with the database dropped when the guard is.
+    pub async fn create(admin_url: &str, prefix: &str) -> Result<Self, DbError> {
+        let url = create_test_database(admin_url, prefix).await?;
+        Ok(Self {
+            admin_url: admin_url.to_owned(),
+            url,
+        })
+    }
+
+    /// The new database's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        if std::env::var_os(KEEP_DATABASES_ENV).is_some_and(|v| !v.is_empty()) {
+            tracing::info!(url = %redact_url(&self.url).text, "keeping the test database");
+            return;
+        }
+        let admin_url = std::mem::take(&mut self.admin_url);
+        let url = std::mem::take(&mut self.url);
+        // `drop` cannot await and may run on a runtime's thread, where blocking on that runtime
+        // would panic: the drop runs on a thread of its own, with a runtime of its own.
+        let dropped = std::thread::Builder::new()
+            .name("noema-test-db-drop".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                runtime
+                    .block_on(drop_test_database(&admin_url, &url))
+                    .map_err(|e| e.to_string())
+            })
+            .map_err(|e| e.to_string())
+            .and_then(|thread| {
+                thread
+                    .join()
+                    .map_err(|_| "the dropping thread panicked".to_owned())?
+            });
+        if let Err(error) = dropped {
+            tracing::warn!(%error, "dropping a test database failed; it is left behind");
+        }
+    }
+}
+
 /// Cuts a database made by [`create_test_database`] off (`allow = false`: no new
 /// connections, existing sessions terminated) or lets it be reached again (`allow = true`),
 /// as an outage of the database would. For readiness tests.

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use noema_store::testing::{create_test_database, drop_test_database};
+use noema_store::testing::{TestDatabase, create_test_database, drop_test_database};
 use noema_store::{Backend, Database, DbError, DbOptions, Migrations};
 
 static PROBE: Migrations = Migrations {
@@ -308,4 +308,40 @@ async fn create_test_database_gives_distinct_databases() {
     db.close().await;
     drop_test_database(&admin, &a).await.expect("drop a");
     drop_test_database(&admin, &b).await.expect("drop b");
+}
+
+/// Whether a database of this name is on the server of `admin`.
+async fn database_exists(admin: &str, url: &str) -> bool {
+    let name = url::Url::parse(url).expect("test database URL").path()[1..].to_owned();
+    let db = Database::connect(admin).await.expect("connect admin");
+    let Database::Postgres(pool) = &db else {
+        panic!("not postgres")
+    };
+    let found: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pg_database WHERE datname = $1")
+        .bind(&name)
+        .fetch_one(pool)
+        .await
+        .expect("query pg_database");
+    db.close().await;
+    found == 1
+}
+
+// A guard is dropped at the end of a test, on the test's runtime, with the test's pools often
+// still open: the database goes all the same.
+#[tokio::test]
+async fn a_test_database_guard_drops_its_database_even_while_connected() {
+    let admin = admin_url();
+    let guard = TestDatabase::create(&admin, "noema_store_guard")
+        .await
+        .expect("create test database");
+    let url = guard.url().to_owned();
+    let db = Database::connect(&url).await.expect("connect");
+    db.migrate(&PROBE).await.expect("migrate");
+    assert!(database_exists(&admin, &url).await);
+    drop(guard);
+    assert!(
+        !database_exists(&admin, &url).await,
+        "the guard left {url} behind"
+    );
+    drop(db);
 }

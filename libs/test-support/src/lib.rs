@@ -25,6 +25,7 @@ use noema_proto::ledger::v1::ledger_service_client::LedgerServiceClient;
 use noema_runtime::config::ConfigLoader;
 use noema_runtime::registry::RegistryError;
 use noema_runtime::{NoemaConfig, Registry};
+use noema_store::testing::TestDatabase;
 use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
 use tonic::metadata::{Ascii, MetadataValue};
@@ -117,6 +118,8 @@ pub struct TestCluster {
     config: NoemaConfig,
     shutdown: CancellationToken,
     data_dir: TempDir,
+    /// Postgres: one database per service, dropped last, after every node is down.
+    _databases: Vec<TestDatabase>,
 }
 
 /// `error` and each of its sources, joined by ": ".
@@ -260,14 +263,16 @@ impl TestCluster {
                 "auth.owner_token_sha256",
                 noema_identity::token_sha256(&owner_token),
             );
+        let mut databases = Vec::new();
         if backend == Backend::PostgresS3 {
             // A fresh database per service and a fresh prefix per object store.
             let admin_url = require_env(DATABASE_URL_ENV)?;
             let s3_url = require_env(S3_URL_ENV)?;
             for spec in registry.services() {
                 let name = spec.name;
-                let url = noema_store::testing::create_test_database(&admin_url, name).await?;
-                loader = loader.set(&format!("{name}.database_url"), url);
+                let database = TestDatabase::create(&admin_url, name).await?;
+                loader = loader.set(&format!("{name}.database_url"), database.url());
+                databases.push(database);
                 if spec.object_store.is_some() {
                     loader = loader.set(
                         &format!("{name}.object_store_url"),
@@ -297,6 +302,7 @@ impl TestCluster {
                 config,
                 owner_token,
                 data_dir,
+                databases,
             };
             return cluster.start_processes(bin, &shared).await;
         }
@@ -363,6 +369,7 @@ impl TestCluster {
             config,
             shutdown,
             data_dir,
+            _databases: databases,
         })
     }
 
@@ -564,6 +571,7 @@ struct Cluster {
     config: NoemaConfig,
     owner_token: String,
     data_dir: TempDir,
+    databases: Vec<TestDatabase>,
 }
 
 impl Cluster {
@@ -581,6 +589,7 @@ impl Cluster {
             config,
             owner_token,
             data_dir,
+            databases,
         } = self;
         let config_file = if shared.is_empty() {
             None
@@ -676,6 +685,7 @@ impl Cluster {
             config,
             shutdown: CancellationToken::new(),
             data_dir,
+            _databases: databases,
         })
     }
 }

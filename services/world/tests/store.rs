@@ -73,7 +73,7 @@ struct Fixture {
     source: ContentHash,
     workflow: ContentHash,
     turn0: ContentHash,
-    _dir: tempfile::TempDir,
+    _dir: rig::Scratch,
 }
 
 const SLUG: &str = "w";

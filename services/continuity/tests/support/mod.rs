@@ -11,6 +11,7 @@ use noema_continuity::ops::{Continuity, Options};
 use noema_continuity::{ContinuityStore, MIGRATIONS};
 use noema_core::scopes::Principal;
 use noema_store::object::FaultyObjectStore;
+use noema_store::testing::TestDatabase;
 use noema_store::{Database, DbOptions, ObjectStore};
 use serde_json::{Value, json};
 
@@ -52,6 +53,8 @@ pub struct Harness {
     pub faults: Arc<FaultyObjectStore>,
     pub db: Database,
     _dir: tempfile::TempDir,
+    /// Postgres: the test's database, dropped after the pools above.
+    _database: Option<TestDatabase>,
 }
 
 fn env(name: &str) -> String {
@@ -76,6 +79,7 @@ pub async fn harness_with(backend: Backend, options: Options) -> Harness {
         max_connections: 8,
         ..DbOptions::default()
     };
+    let mut database = None;
     let (db, objects) = match backend {
         Backend::Sqlite => {
             let url = format!("sqlite://{}", dir.path().join("continuity.db").display());
@@ -91,12 +95,11 @@ pub async fn harness_with(backend: Backend, options: Options) -> Harness {
             )
         }
         Backend::Postgres => {
-            let url = noema_store::testing::create_test_database(
-                &env("NOEMA_TEST_DATABASE_URL"),
-                "continuity",
-            )
-            .await
-            .unwrap();
+            let guard = TestDatabase::create(&env("NOEMA_TEST_DATABASE_URL"), "continuity")
+                .await
+                .unwrap();
+            let url = guard.url().to_owned();
+            database = Some(guard);
             let s3 = env("NOEMA_TEST_S3_URL");
             let (location, query) = s3.split_once('?').unwrap_or((&s3, ""));
             let prefix = format!(
@@ -130,6 +133,7 @@ pub async fn harness_with(backend: Backend, options: Options) -> Harness {
         faults,
         db,
         _dir: dir,
+        _database: database,
     }
 }
 

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use noema_store::Database;
+use noema_store::testing::TestDatabase;
 use noema_toys::park::ParkConfig;
 use noema_toys::scenario::{PARK, PARK_MODEL_ALIAS, PARK_URL_ENVS, WORLD_PATCH_SCHEMA, substitute};
 use noema_toys::{LlmScript, Park, ScriptedLlm, ToyServer, serve_all};
@@ -25,23 +26,38 @@ pub enum Backend {
     Postgres,
 }
 
-/// A migrated database of `backend`, and the directory a SQLite file lives in.
-pub async fn database(backend: Backend) -> (Database, tempfile::TempDir) {
+/// What a test's database needs kept until the test ends: the directory a SQLite file lives
+/// in, or the Postgres database (dropped with this).
+pub struct Scratch {
+    _dir: tempfile::TempDir,
+    _database: Option<TestDatabase>,
+}
+
+/// A migrated database of `backend`, and what keeps it.
+pub async fn database(backend: Backend) -> (Database, Scratch) {
     let dir = tempfile::tempdir().unwrap();
-    let url = match backend {
-        Backend::Sqlite => format!("sqlite://{}", dir.path().join("world.db").display()),
+    let (url, database) = match backend {
+        Backend::Sqlite => (
+            format!("sqlite://{}", dir.path().join("world.db").display()),
+            None,
+        ),
         Backend::Postgres => {
             let admin = std::env::var("NOEMA_TEST_DATABASE_URL").expect(
                 "NOEMA_TEST_DATABASE_URL is not set: run through scripts/test, which starts Postgres",
             );
-            noema_store::testing::create_test_database(&admin, "world")
-                .await
-                .unwrap()
+            let database = TestDatabase::create(&admin, "world").await.unwrap();
+            (database.url().to_owned(), Some(database))
         }
     };
     let db = Database::connect(&url).await.unwrap();
     db.migrate(&MIGRATIONS).await.unwrap();
-    (db, dir)
+    (
+        db,
+        Scratch {
+            _dir: dir,
+            _database: database,
+        },
+    )
 }
 
 pub fn caller() -> Caller {
@@ -70,7 +86,7 @@ pub struct Rig {
     pub toys: ToyServer,
     /// Placeholder name → hash of every park component stored.
     pub names: BTreeMap<String, ContentHash>,
-    _dir: tempfile::TempDir,
+    _dir: Scratch,
 }
 
 /// The options pointing every park source and the LLM at the toys.
