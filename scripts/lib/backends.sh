@@ -165,6 +165,8 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 max_connections = 200
+# Every CREATE DATABASE logs its template (~7 MB): recycle the WAL sooner than the 1 GB default.
+max_wal_size = 256MB
 EOF
 
   local attempt
