@@ -23,7 +23,7 @@ mod writer_thread;
 
 pub use db::{Backend, Database, DbError, DbOptions, Migrations};
 pub use object::{ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore};
-pub use writer_thread::spawn_writer;
+pub use writer_thread::{SQLITE_WRITER_CACHE, spawn_writer};
 
 /// Property-test settings for this crate's parsers of outside input: few enough cases to
 /// run in every `scripts/test`, no regression files written into the source tree.

@@ -176,8 +176,8 @@ async fn commit_group(
     }
 }
 
-/// The SQLite connection the writer keeps between groups: its page cache, prepared
-/// statements and temporary tables stay warm instead of being spread over the pool's
+/// The SQLite connection the writer keeps between groups: its page cache (made larger when
+/// the writer takes it), prepared statements and temporary tables stay warm instead of being spread over the pool's
 /// connections (each of which would read again the pages another's commits changed).
 #[derive(Debug, Default)]
 pub(super) struct WriterConnection(Option<sqlx::pool::PoolConnection<sqlx::Sqlite>>);
@@ -191,7 +191,13 @@ async fn group(
         Database::Sqlite(pool) => {
             let mut conn = match held.0.take() {
                 Some(conn) => conn,
-                None => pool.acquire().await?,
+                None => {
+                    let mut conn = pool.acquire().await?;
+                    sqlx::query(noema_store::SQLITE_WRITER_CACHE)
+                        .execute(&mut *conn)
+                        .await?;
+                    conn
+                }
             };
             let outcomes = in_transaction(conn.acquire().await?, writes).await;
             // A connection whose group failed goes back to the pool, which checks it.

@@ -131,7 +131,9 @@ impl Session {
                 }
                 Database::Sqlite(pool) => {
                     let mut conn = pool.connect_options().connect().await?;
-                    sqlx::query(WRITER_SQLITE_CACHE).execute(&mut conn).await?;
+                    sqlx::query(noema_store::SQLITE_WRITER_CACHE)
+                        .execute(&mut conn)
+                        .await?;
                     Held::Sqlite(conn)
                 }
                 Database::Postgres(pool) => Held::Postgres(pool.acquire().await?),
@@ -153,10 +155,6 @@ impl Session {
         outcome
     }
 }
-
-/// The writer's page cache on SQLite, larger than the 2 MiB default: a batch touches one
-/// page per random key in each unique index (ids, storage paths, audit hashes).
-const WRITER_SQLITE_CACHE: &str = "PRAGMA cache_size = -32768";
 
 /// Commits `writes` as one group, answering each; a write that fails alone does not fail
 /// the others.
