@@ -5,27 +5,31 @@
 //! commit, so an acknowledged write is durable; 32 concurrent callers share a transaction
 //! instead of queueing for 32.
 //!
-//! Inside the transaction the units are applied in order, each after its expectations are
-//! checked (a later unit sees the earlier ones' writes), so a batch is exactly the units
-//! one after the other. The versions the units expect of requests, evaluators and
-//! reputations are read for the whole batch at once and followed in memory as the units
-//! apply; the rows the batch leaves behind are then written with one upsert per table (the
-//! last row of each key: what applying the units one after the other leaves), and a
-//! suite's changes with one upsert per suite. A unit whose expectation fails writes nothing and is answered
-//! with its [`Rejection`]. If the batch fails for any other reason, its units are retried
-//! one by one, so one bad unit cannot fail its neighbours.
+//! Inside the transaction the units are checked in order, each against what the earlier
+//! ones wrote, so a batch is exactly the units one after the other. What the units expect
+//! (versions of requests, evaluators and reputations; signatures unused; items not served)
+//! is read for the whole batch with one query and followed in memory as the units apply.
+//! The batch's rows are then written together: one insert per history table, one upsert
+//! per table of the rows the batch leaves behind (the last row of each key), one per
+//! suite — on SQLite as one query, so a batch is six hand-offs to SQLite's thread (begin,
+//! head lock, the read, the writes, the audit append, commit) whatever its size. A unit whose expectation fails writes nothing and is answered with its
+//! [`Rejection`]. If the batch fails for any other reason, its units are retried one by
+//! one, so one bad unit cannot fail its neighbours.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use noema_store::audit::AuditedTx;
-use noema_store::sql::{Builder, Engine, query};
+use noema_store::sql::{Builder, Engine};
 use noema_store::{Backend, Database};
 use sqlx::pool::PoolConnection;
 use sqlx::{Pool, Sqlite};
 use tokio::sync::{mpsc, oneshot};
 
-use super::rows::{EvaluatorRow, EventRow, ObjectRow, ReputationRow, RequestRow, VoteRow};
+use super::rows::{
+    ApprovalRow, EvaluatorRow, EventRow, GoldTaskRow, ItemRow, ObjectRow, ReputationRow,
+    RequestRow, VoteRow,
+};
 use super::{StoreError, Written};
 
 use super::unit::{Expect, Rejection, SuiteUpdate, Unit};
@@ -38,9 +42,9 @@ const QUEUE: usize = 4 * MAX_BATCH;
 const ROWS_PER_INSERT: usize = 500;
 /// Values bound by one multi-row upsert (well under both engines' bind limits).
 const BINDS_PER_UPSERT: usize = 10_000;
-/// The writer connection's page cache on SQLite (32 MiB): a batch touches a page per
-/// random key in each index it writes.
-const WRITER_SQLITE_CACHE: &str = "PRAGMA cache_size = -32768";
+/// Values bound by one query of statements joined on SQLite (each statement binds its own;
+/// this bounds the memory one query holds).
+const BINDS_PER_QUERY: usize = 30_000;
 /// Prepared statements the writer's SQLite connection keeps. A multi-row statement's text
 /// changes with its row count, so a batch of up to one unit per caller uses a few hundred
 /// texts; at sqlx's default of 100 they evicted one another and most were parsed and
@@ -109,7 +113,9 @@ fn writer_pool(pool: &Pool<Sqlite>) -> Option<Pool<Sqlite>> {
         .test_before_acquire(false)
         .after_connect(|conn, _| {
             Box::pin(async move {
-                sqlx::query(WRITER_SQLITE_CACHE).execute(conn).await?;
+                sqlx::query(noema_store::SQLITE_WRITER_CACHE)
+                    .execute(conn)
+                    .await?;
                 Ok(())
             })
         })
@@ -211,8 +217,11 @@ async fn apply_on<D: Engine>(
     units: &[Unit],
 ) -> Result<Vec<Outcome>, StoreError> {
     let mut tx = AuditedTx::begin(conn).await?;
-    let mut versions = Versions::read(&mut tx, units).await?;
+    let mut known = Known::read(&mut tx, units).await?;
     let mut outcomes = Vec::with_capacity(units.len());
+    let mut approvals: Vec<&ApprovalRow> = Vec::new();
+    let mut gold_tasks: Vec<&GoldTaskRow> = Vec::new();
+    let mut items: Vec<&ItemRow> = Vec::new();
     let mut events: Vec<&EventRow> = Vec::new();
     let mut objects: Vec<&ObjectRow> = Vec::new();
     let mut votes: Vec<&VoteRow> = Vec::new();
@@ -221,12 +230,14 @@ async fn apply_on<D: Engine>(
     let mut reputations: HashMap<&str, &ReputationRow> = HashMap::new();
     let mut suites: Vec<SuiteChange> = Vec::new();
     for unit in units {
-        if let Some(rejection) = check(&mut tx, &versions, &unit.expect).await? {
+        if let Some(rejection) = known.check(&unit.expect) {
             outcomes.push(Err(rejection));
             continue;
         }
-        write(&mut tx, unit).await?;
-        versions.wrote(unit);
+        known.wrote(unit);
+        approvals.extend(&unit.approval);
+        gold_tasks.extend(&unit.gold_task);
+        items.extend(&unit.item);
         if let Some(r) = &unit.request {
             requests.insert(&r.row.request_id, &r.row);
         }
@@ -248,37 +259,106 @@ async fn apply_on<D: Engine>(
         }
         outcomes.push(Ok(()));
     }
-    upsert_requests(&mut tx, &requests.into_values().collect::<Vec<_>>()).await?;
-    upsert_evaluators(&mut tx, &evaluators.into_values().collect::<Vec<_>>()).await?;
-    upsert_reputations(&mut tx, &reputations.into_values().collect::<Vec<_>>()).await?;
+    let mut script = Script::default();
+    insert_approvals(&mut script, &approvals);
+    insert_gold_tasks(&mut script, &gold_tasks);
+    insert_items(&mut script, &items);
+    upsert_requests(&mut script, &requests.into_values().collect::<Vec<_>>());
+    upsert_evaluators(&mut script, &evaluators.into_values().collect::<Vec<_>>());
+    upsert_reputations(&mut script, &reputations.into_values().collect::<Vec<_>>());
     for change in &suites {
-        write_suite(&mut tx, &change.update, change.at).await?;
+        write_suite(&mut script, &change.update, change.at);
     }
-    insert_objects(&mut tx, &objects).await?;
-    insert_events(&mut tx, &events).await?;
-    insert_votes(&mut tx, &votes).await?;
+    insert_objects(&mut script, &objects);
+    insert_events(&mut script, &events);
+    insert_votes(&mut script, &votes);
+    script.run(&mut tx).await?;
     tx.commit().await?;
     Ok(outcomes)
 }
 
-/// The versions of the requests, evaluators and reputations a batch expects, as the
-/// database holds them at the start of its transaction (absent: 0), then as the batch's
-/// units move them.
+/// The statements a batch writes once its units are checked. On SQLite they are joined into
+/// one query, a single hand-off to the connection's thread (sqlx binds each statement's
+/// `?` placeholders in turn); on Postgres, whose extended protocol prepares one statement
+/// at a time, each is a query of its own.
+struct Script<'a, D: Engine> {
+    queries: Vec<Builder<'a, D>>,
+    /// Values bound by the last query.
+    binds: usize,
+}
+
+impl<D: Engine> Default for Script<'_, D> {
+    fn default() -> Self {
+        Script {
+            queries: Vec::new(),
+            binds: 0,
+        }
+    }
+}
+
+impl<'a, D: Engine> Script<'a, D> {
+    /// Starts a statement with `sql`, which the caller then binds `binds` values to.
+    fn statement(&mut self, sql: &str, binds: usize) -> &mut Builder<'a, D> {
+        let join = D::BACKEND == Backend::Sqlite
+            && !self.queries.is_empty()
+            && self.binds + binds <= BINDS_PER_QUERY;
+        if join {
+            self.binds += binds;
+        } else {
+            self.queries.push(Builder::new(""));
+            self.binds = binds;
+        }
+        let last = self.queries.len() - 1;
+        let query = &mut self.queries[last];
+        if join {
+            query.push("; ");
+        }
+        query.push(sql);
+        query
+    }
+
+    async fn run(mut self, tx: &mut AuditedTx<'_, D>) -> Result<(), sqlx::Error> {
+        for query in &mut self.queries {
+            // On SQLite a batch's joined text is seldom seen again: kept prepared, it would
+            // only push the writer's recurring statements out of the cache.
+            let keep = D::BACKEND == Backend::Postgres;
+            query.build().persistent(keep).execute(tx.conn()).await?;
+        }
+        Ok(())
+    }
+}
+
+/// What a batch's units expect, as the database holds it at the start of its transaction
+/// (one query for the whole batch), then as the batch's units change it: the versions of
+/// requests, evaluators and reputations (absent: 0), the approval signatures accepted and
+/// the items served.
 #[derive(Default)]
-struct Versions {
+struct Known {
     requests: HashMap<String, i64>,
     evaluators: HashMap<String, i64>,
     reputations: HashMap<String, i64>,
+    signatures: HashSet<String>,
+    served: HashSet<(String, String)>,
 }
 
-impl Versions {
+/// The kinds of row [`Known::read`] answers, in its first column.
+const REQUEST: &str = "request";
+const EVALUATOR: &str = "evaluator";
+const REPUTATION: &str = "reputation";
+const SIGNATURE: &str = "signature";
+const SERVED: &str = "served";
+
+impl Known {
     async fn read<D: Engine>(
         tx: &mut AuditedTx<'_, D>,
         units: &[Unit],
-    ) -> Result<Versions, sqlx::Error> {
+    ) -> Result<Known, sqlx::Error> {
         let mut requests = BTreeSet::new();
         let mut evaluators = BTreeSet::new();
         let mut reputations = BTreeSet::new();
+        let mut signatures = BTreeSet::new();
+        let mut served_by = BTreeSet::new();
+        let mut served_targets = BTreeSet::new();
         for e in units.iter().flat_map(|u| &u.expect) {
             match e {
                 Expect::Request { request_id, .. } => {
@@ -290,17 +370,129 @@ impl Versions {
                 Expect::Reputation { actor_id, .. } => {
                     reputations.insert(actor_id.as_str());
                 }
-                Expect::SignatureUnused { .. } | Expect::NotServed { .. } => {}
+                Expect::SignatureUnused { signature } => {
+                    signatures.insert(signature.as_str());
+                }
+                Expect::NotServed {
+                    evaluator_id,
+                    target_id,
+                } => {
+                    served_by.insert(evaluator_id.as_str());
+                    served_targets.insert(target_id.as_str());
+                }
             }
         }
-        Ok(Versions {
-            requests: read_versions(tx, "requests", "request_id", &requests).await?,
-            evaluators: read_versions(tx, "evaluators", "evaluator_id", &evaluators).await?,
-            reputations: read_versions(tx, "reputations", "actor_id", &reputations).await?,
+        let mut select = Builder::<D>::new("");
+        let mut selects = 0;
+        let mut union = |select: &mut Builder<'_, D>, sql: String| {
+            if selects > 0 {
+                select.push(" UNION ALL ");
+            }
+            selects += 1;
+            select.push(sql);
+        };
+        for (kind, table, key, keys) in [
+            (REQUEST, "requests", "request_id", &requests),
+            (EVALUATOR, "evaluators", "evaluator_id", &evaluators),
+            (REPUTATION, "reputations", "actor_id", &reputations),
+        ] {
+            let keys: Vec<&str> = keys.iter().copied().collect();
+            for chunk in keys.chunks(ROWS_PER_INSERT) {
+                union(
+                    &mut select,
+                    format!("SELECT '{kind}', {key}, '', version FROM {table} WHERE {key} IN ("),
+                );
+                select.push_list(chunk.iter().copied()).push(")");
+            }
+        }
+        let signatures: Vec<&str> = signatures.into_iter().collect();
+        for chunk in signatures.chunks(ROWS_PER_INSERT) {
+            union(
+                &mut select,
+                format!(
+                    "SELECT '{SIGNATURE}', signature, '', CAST(0 AS BIGINT) FROM approvals \
+                     WHERE signature IN ("
+                ),
+            );
+            select.push_list(chunk.iter().copied()).push(")");
+        }
+        if !served_by.is_empty() {
+            // Every pair of the evaluators and targets asked about: a superset of the pairs,
+            // which the checks look up exactly.
+            union(
+                &mut select,
+                format!(
+                    "SELECT '{SERVED}', evaluator_id, target_id, CAST(0 AS BIGINT) \
+                     FROM evaluation_items WHERE evaluator_id IN ("
+                ),
+            );
+            select
+                .push_list(served_by)
+                .push(") AND target_id IN (")
+                .push_list(served_targets)
+                .push(")");
+        }
+        let mut known = Known::default();
+        if selects == 0 {
+            return Ok(known);
+        }
+        let rows: Vec<(String, String, String, i64)> = select
+            .build()
+            .persistent(false)
+            .fetch_all(tx.conn())
+            .await?;
+        for (kind, key, second, version) in rows {
+            match kind.as_str() {
+                REQUEST => {
+                    known.requests.insert(key, version);
+                }
+                EVALUATOR => {
+                    known.evaluators.insert(key, version);
+                }
+                REPUTATION => {
+                    known.reputations.insert(key, version);
+                }
+                SIGNATURE => {
+                    known.signatures.insert(key);
+                }
+                _ => {
+                    known.served.insert((key, second));
+                }
+            }
+        }
+        Ok(known)
+    }
+
+    /// The first expectation that does not hold, if any.
+    fn check(&self, expect: &[Expect]) -> Option<Rejection> {
+        let at = |map: &HashMap<String, i64>, key: &str| map.get(key).copied().unwrap_or(0);
+        expect.iter().find_map(|e| match e {
+            Expect::Request {
+                request_id,
+                version,
+            } => (at(&self.requests, request_id) != *version).then_some(Rejection::Moved),
+            Expect::Evaluator {
+                evaluator_id,
+                version,
+            } => (at(&self.evaluators, evaluator_id) != *version).then_some(Rejection::Moved),
+            Expect::Reputation { actor_id, version } => {
+                (at(&self.reputations, actor_id) != *version).then_some(Rejection::Moved)
+            }
+            Expect::SignatureUnused { signature } => self
+                .signatures
+                .contains(signature)
+                .then_some(Rejection::SignatureUsed),
+            Expect::NotServed {
+                evaluator_id,
+                target_id,
+            } => self
+                .served
+                .contains(&(evaluator_id.clone(), target_id.clone()))
+                .then_some(Rejection::AlreadyServed),
         })
     }
 
-    /// Follows the rows a unit just wrote.
+    /// Follows what a unit just wrote.
     fn wrote(&mut self, unit: &Unit) {
         if let Some(r) = &unit.request {
             self.requests
@@ -312,132 +504,77 @@ impl Versions {
         if let Some(r) = &unit.reputation {
             self.reputations.insert(r.actor_id.clone(), r.version);
         }
-    }
-}
-
-/// The `version` of each of `keys` in `table` (those that exist).
-async fn read_versions<D: Engine>(
-    tx: &mut AuditedTx<'_, D>,
-    table: &str,
-    key: &str,
-    keys: &BTreeSet<&str>,
-) -> Result<HashMap<String, i64>, sqlx::Error> {
-    let keys: Vec<&str> = keys.iter().copied().collect();
-    let mut found = HashMap::with_capacity(keys.len());
-    for chunk in keys.chunks(ROWS_PER_INSERT) {
-        let mut select = Builder::<D>::new(format!(
-            "SELECT {key}, version FROM {table} WHERE {key} IN ("
-        ));
-        select.push_list(chunk.iter().copied()).push(")");
-        let rows: Vec<(String, i64)> = select.build().fetch_all(tx.conn()).await?;
-        found.extend(rows);
-    }
-    Ok(found)
-}
-
-/// The first expectation that does not hold, if any.
-async fn check<D: Engine>(
-    tx: &mut AuditedTx<'_, D>,
-    versions: &Versions,
-    expect: &[Expect],
-) -> Result<Option<Rejection>, sqlx::Error> {
-    let at = |map: &HashMap<String, i64>, key: &str| map.get(key).copied().unwrap_or(0);
-    for e in expect {
-        let rejection = match e {
-            Expect::Request {
-                request_id,
-                version,
-            } => (at(&versions.requests, request_id) != *version).then_some(Rejection::Moved),
-            Expect::Evaluator {
-                evaluator_id,
-                version,
-            } => (at(&versions.evaluators, evaluator_id) != *version).then_some(Rejection::Moved),
-            Expect::Reputation { actor_id, version } => {
-                (at(&versions.reputations, actor_id) != *version).then_some(Rejection::Moved)
-            }
-            Expect::SignatureUnused { signature } => {
-                let row: Option<(i64,)> =
-                    query("SELECT CAST(1 AS BIGINT) FROM approvals WHERE signature = $1")
-                        .bind(signature)
-                        .fetch_optional(tx.conn())
-                        .await?;
-                row.is_some().then_some(Rejection::SignatureUsed)
-            }
-            Expect::NotServed {
-                evaluator_id,
-                target_id,
-            } => {
-                let row: Option<(i64,)> = query(
-                    "SELECT CAST(1 AS BIGINT) FROM evaluation_items WHERE evaluator_id = $1 AND target_id = $2",
-                )
-                .bind(evaluator_id)
-                .bind(target_id)
-                .fetch_optional(tx.conn())
-                .await?;
-                row.is_some().then_some(Rejection::AlreadyServed)
-            }
-        };
-        if rejection.is_some() {
-            return Ok(rejection);
+        if let Some(a) = &unit.approval {
+            self.signatures.insert(a.signature.clone());
+        }
+        if let Some(i) = &unit.item {
+            self.served
+                .insert((i.evaluator_id.clone(), i.target_id.clone()));
         }
     }
-    Ok(None)
 }
 
-/// The unit's own row writes (its history rows and the rows the batch leaves behind are
-/// written with the batch's).
-async fn write<D: Engine>(tx: &mut AuditedTx<'_, D>, unit: &Unit) -> Result<(), sqlx::Error> {
-    if let Some(a) = &unit.approval {
-        query(
-            "INSERT INTO approvals (request_id, seq, approval_object, approval_id, approver, \
-             decision, signature, public_key, submitted_by, recorded_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        )
-        .bind(&a.request_id)
-        .bind(a.seq)
-        .bind(&a.approval_object)
-        .bind(&a.approval_id)
-        .bind(&a.approver)
-        .bind(&a.decision)
-        .bind(&a.signature)
-        .bind(&a.public_key)
-        .bind(&a.submitted_by)
-        .bind(a.recorded_at)
-        .execute(tx.conn())
-        .await?;
+fn insert_approvals<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a ApprovalRow]) {
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        script
+            .statement(
+                "INSERT INTO approvals (request_id, seq, approval_object, approval_id, approver, \
+                 decision, signature, public_key, submitted_by, recorded_at) ",
+                chunk.len() * 10,
+            )
+            .push_values(chunk, |row, a| {
+                row.bind(&a.request_id)
+                    .bind(a.seq)
+                    .bind(&a.approval_object)
+                    .bind(&a.approval_id)
+                    .bind(&a.approver)
+                    .bind(&a.decision)
+                    .bind(&a.signature)
+                    .bind(&a.public_key)
+                    .bind(&a.submitted_by)
+                    .bind(a.recorded_at);
+            });
     }
-    if let Some(g) = &unit.gold_task {
-        query(
-            "INSERT INTO gold_tasks (gold_id, plan_object, risk_object, trace_object, \
-             answer_pass, min_score, max_score, created_by, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(&g.gold_id)
-        .bind(&g.plan_object)
-        .bind(&g.risk_object)
-        .bind(&g.trace_object)
-        .bind(g.answer_pass)
-        .bind(g.min_score)
-        .bind(g.max_score)
-        .bind(&g.created_by)
-        .bind(g.created_at)
-        .execute(tx.conn())
-        .await?;
+}
+
+fn insert_gold_tasks<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a GoldTaskRow]) {
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        script
+            .statement(
+                "INSERT INTO gold_tasks (gold_id, plan_object, risk_object, trace_object, \
+                 answer_pass, min_score, max_score, created_by, created_at) ",
+                chunk.len() * 9,
+            )
+            .push_values(chunk, |row, g| {
+                row.bind(&g.gold_id)
+                    .bind(&g.plan_object)
+                    .bind(&g.risk_object)
+                    .bind(&g.trace_object)
+                    .bind(g.answer_pass)
+                    .bind(g.min_score)
+                    .bind(g.max_score)
+                    .bind(&g.created_by)
+                    .bind(g.created_at);
+            });
     }
-    if let Some(i) = &unit.item {
-        query(
-            "INSERT INTO evaluation_items (item_id, evaluator_id, target_id, gold, served_at) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(&i.item_id)
-        .bind(&i.evaluator_id)
-        .bind(&i.target_id)
-        .bind(i.gold)
-        .bind(i.served_at)
-        .execute(tx.conn())
-        .await?;
+}
+
+fn insert_items<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a ItemRow]) {
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        script
+            .statement(
+                "INSERT INTO evaluation_items (item_id, evaluator_id, target_id, gold, \
+                 served_at) ",
+                chunk.len() * 5,
+            )
+            .push_values(chunk, |row, i| {
+                row.bind(&i.item_id)
+                    .bind(&i.evaluator_id)
+                    .bind(&i.target_id)
+                    .bind(i.gold)
+                    .bind(i.served_at);
+            });
     }
-    Ok(())
 }
 
 fn unit_time(unit: &Unit) -> i64 {
@@ -445,18 +582,16 @@ fn unit_time(unit: &Unit) -> i64 {
 }
 
 /// The batch's last row of each request (new or moved on), in one upsert per chunk.
-async fn upsert_requests<D: Engine>(
-    tx: &mut AuditedTx<'_, D>,
-    rows: &[&RequestRow],
-) -> Result<(), sqlx::Error> {
+fn upsert_requests<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a RequestRow]) {
     for chunk in rows.chunks(BINDS_PER_UPSERT / 20) {
-        let mut upsert = Builder::<D>::new(
-            "INSERT INTO requests (request_id, state, actor, version, head_hash, plan_object, \
+        script
+            .statement(
+                "INSERT INTO requests (request_id, state, actor, version, head_hash, plan_object, \
              rollback_declared, risk_object, risk_level, forbidden, approvals_required, \
              trace_object, trace_id, trace_status, reward_object, approval_count, \
              evaluation_count, waiting_since, created_at, updated_at) ",
-        );
-        upsert
+                chunk.len() * 20,
+            )
             .push_values(chunk, |row, r| {
                 row.bind(&r.request_id)
                     .bind(&r.state)
@@ -494,22 +629,18 @@ async fn upsert_requests<D: Engine>(
                  waiting_since = excluded.waiting_since, created_at = excluded.created_at, \
                  updated_at = excluded.updated_at",
             );
-        upsert.build().execute(tx.conn()).await?;
     }
-    Ok(())
 }
 
 /// The batch's last row of each evaluator, in one upsert per chunk.
-async fn upsert_evaluators<D: Engine>(
-    tx: &mut AuditedTx<'_, D>,
-    rows: &[&EvaluatorRow],
-) -> Result<(), sqlx::Error> {
+fn upsert_evaluators<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a EvaluatorRow]) {
     for chunk in rows.chunks(BINDS_PER_UPSERT / 7) {
-        let mut upsert = Builder::<D>::new(
+        script
+            .statement(
             "INSERT INTO evaluators (evaluator_id, version, votes, gold_attempts, gold_matches, \
              consecutive_mismatches, updated_at) ",
-        );
-        upsert
+                chunk.len() * 7,
+            )
             .push_values(chunk, |row, e| {
                 row.bind(&e.evaluator_id)
                     .bind(e.version)
@@ -526,21 +657,17 @@ async fn upsert_evaluators<D: Engine>(
                  consecutive_mismatches = excluded.consecutive_mismatches, \
                  updated_at = excluded.updated_at",
             );
-        upsert.build().execute(tx.conn()).await?;
     }
-    Ok(())
 }
 
 /// The batch's last reputation of each actor, in one upsert per chunk.
-async fn upsert_reputations<D: Engine>(
-    tx: &mut AuditedTx<'_, D>,
-    rows: &[&ReputationRow],
-) -> Result<(), sqlx::Error> {
+fn upsert_reputations<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a ReputationRow]) {
     for chunk in rows.chunks(BINDS_PER_UPSERT / 5) {
-        let mut upsert = Builder::<D>::new(
-            "INSERT INTO reputations (actor_id, version, rep, last_reward_id, updated_at) ",
-        );
-        upsert
+        script
+            .statement(
+                "INSERT INTO reputations (actor_id, version, rep, last_reward_id, updated_at) ",
+                chunk.len() * 5,
+            )
             .push_values(chunk, |row, r| {
                 row.bind(&r.actor_id)
                     .bind(r.version)
@@ -553,9 +680,7 @@ async fn upsert_reputations<D: Engine>(
                  rep = excluded.rep, last_reward_id = excluded.last_reward_id, \
                  updated_at = excluded.updated_at",
             );
-        upsert.build().execute(tx.conn()).await?;
     }
-    Ok(())
 }
 
 /// A suite's change merged into the batch's: the baseline candidate is the best passing
@@ -589,49 +714,46 @@ struct SuiteChange {
 
 /// The suite's baseline rises to a passing score (never falls), and the evaluation
 /// becomes its latest: commutative in the baseline, last-committed-wins for the latest.
-async fn write_suite<D: Engine>(
-    tx: &mut AuditedTx<'_, D>,
-    s: &SuiteUpdate,
-    at: i64,
-) -> Result<(), sqlx::Error> {
-    query(
-        "INSERT INTO suites (suite, baseline, latest_request_id, latest_eval_id, \
-         latest_gate_passed, latest_passed_minimum, latest_regression, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (suite) DO UPDATE SET \
-         baseline = CASE WHEN excluded.baseline IS NULL THEN suites.baseline \
-                         WHEN suites.baseline IS NULL THEN excluded.baseline \
-                         WHEN excluded.baseline > suites.baseline THEN excluded.baseline \
-                         ELSE suites.baseline END, \
-         latest_request_id = excluded.latest_request_id, \
-         latest_eval_id = excluded.latest_eval_id, \
-         latest_gate_passed = excluded.latest_gate_passed, \
-         latest_passed_minimum = excluded.latest_passed_minimum, \
-         latest_regression = excluded.latest_regression, updated_at = excluded.updated_at",
-    )
-    .bind(&s.suite)
-    .bind(s.passing_score)
-    .bind(&s.request_id)
-    .bind(&s.eval_id)
-    .bind(s.gate_passed)
-    .bind(s.passed_minimum)
-    .bind(s.regression)
-    .bind(at)
-    .execute(tx.conn())
-    .await?;
-    Ok(())
+fn write_suite<'a, D: Engine>(script: &mut Script<'a, D>, s: &'a SuiteUpdate, at: i64) {
+    script
+        .statement(
+            "INSERT INTO suites (suite, baseline, latest_request_id, latest_eval_id, \
+             latest_gate_passed, latest_passed_minimum, latest_regression, updated_at) ",
+            8,
+        )
+        .push_values([s], |row, s| {
+            row.bind(&s.suite)
+                .bind(s.passing_score)
+                .bind(&s.request_id)
+                .bind(&s.eval_id)
+                .bind(s.gate_passed)
+                .bind(s.passed_minimum)
+                .bind(s.regression)
+                .bind(at);
+        })
+        .push(
+            " ON CONFLICT (suite) DO UPDATE SET \
+             baseline = CASE WHEN excluded.baseline IS NULL THEN suites.baseline \
+                             WHEN suites.baseline IS NULL THEN excluded.baseline \
+                             WHEN excluded.baseline > suites.baseline THEN excluded.baseline \
+                             ELSE suites.baseline END, \
+             latest_request_id = excluded.latest_request_id, \
+             latest_eval_id = excluded.latest_eval_id, \
+             latest_gate_passed = excluded.latest_gate_passed, \
+             latest_passed_minimum = excluded.latest_passed_minimum, \
+             latest_regression = excluded.latest_regression, updated_at = excluded.updated_at",
+        );
 }
 
 /// Objects are content-addressed: the same bytes stored twice are one row.
-async fn insert_objects<D: Engine>(
-    tx: &mut AuditedTx<'_, D>,
-    objects: &[&ObjectRow],
-) -> Result<(), sqlx::Error> {
+fn insert_objects<'a, D: Engine>(script: &mut Script<'a, D>, objects: &[&'a ObjectRow]) {
     for chunk in objects.chunks(ROWS_PER_INSERT) {
-        let mut insert = Builder::<D>::new(
-            "INSERT INTO objects (content_id, object_type, object_id, schema_version, body, \
+        script
+            .statement(
+                "INSERT INTO objects (content_id, object_type, object_id, schema_version, body, \
              created_at) ",
-        );
-        insert
+                chunk.len() * 6,
+            )
             .push_values(chunk, |row, o| {
                 row.bind(&o.content_id)
                     .bind(&o.object_type)
@@ -641,46 +763,40 @@ async fn insert_objects<D: Engine>(
                     .bind(o.created_at);
             })
             .push(" ON CONFLICT (content_id) DO NOTHING");
-        insert.build().execute(tx.conn()).await?;
     }
-    Ok(())
 }
 
-async fn insert_events<D: Engine>(
-    tx: &mut AuditedTx<'_, D>,
-    events: &[&EventRow],
-) -> Result<(), sqlx::Error> {
+fn insert_events<'a, D: Engine>(script: &mut Script<'a, D>, events: &[&'a EventRow]) {
     for chunk in events.chunks(ROWS_PER_INSERT) {
-        let mut insert = Builder::<D>::new(
-            "INSERT INTO request_events (request_id, seq, event_type, prev_state, next_state, \
+        script
+            .statement(
+                "INSERT INTO request_events (request_id, seq, event_type, prev_state, next_state, \
              meta, ts, prev_hash, hash) ",
-        );
-        insert.push_values(chunk, |row, e| {
-            row.bind(&e.request_id)
-                .bind(e.seq)
-                .bind(&e.event_type)
-                .bind(&e.prev_state)
-                .bind(&e.next_state)
-                .bind(&e.meta)
-                .bind(&e.ts)
-                .bind(&e.prev_hash)
-                .bind(&e.hash);
-        });
-        insert.build().execute(tx.conn()).await?;
+                chunk.len() * 9,
+            )
+            .push_values(chunk, |row, e| {
+                row.bind(&e.request_id)
+                    .bind(e.seq)
+                    .bind(&e.event_type)
+                    .bind(&e.prev_state)
+                    .bind(&e.next_state)
+                    .bind(&e.meta)
+                    .bind(&e.ts)
+                    .bind(&e.prev_hash)
+                    .bind(&e.hash);
+            });
     }
-    Ok(())
 }
 
-async fn insert_votes<D: Engine>(
-    tx: &mut AuditedTx<'_, D>,
-    votes: &[&VoteRow],
-) -> Result<(), sqlx::Error> {
+fn insert_votes<'a, D: Engine>(script: &mut Script<'a, D>, votes: &[&'a VoteRow]) {
     for chunk in votes.chunks(ROWS_PER_INSERT) {
-        let mut insert = Builder::<D>::new(
+        script
+            .statement(
             "INSERT INTO votes (vote_id, target_id, gold, seq, evaluator_id, eval_object, suite, \
              score, gate_passed, regression, suppressed, reason_codes, gold_matched, voted_at) ",
-        );
-        insert.push_values(chunk, |row, v| {
+                chunk.len() * 14,
+            )
+           .push_values(chunk, |row, v| {
             row.bind(&v.vote_id)
                 .bind(&v.target_id)
                 .bind(v.gold)
@@ -696,7 +812,206 @@ async fn insert_votes<D: Engine>(
                 .bind(v.gold_matched)
                 .bind(v.voted_at);
         });
-        insert.build().execute(tx.conn()).await?;
     }
-    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used)] // tests: a panic is the failure report
+mod tests {
+    use noema_store::testing::TestDatabase;
+
+    use super::super::MIGRATIONS;
+    use super::super::unit::RequestWrite;
+    use super::*;
+
+    fn approval(request_id: &str, seq: i64, signature: &str) -> Unit {
+        Unit {
+            expect: vec![Expect::SignatureUnused {
+                signature: signature.into(),
+            }],
+            approval: Some(ApprovalRow {
+                request_id: request_id.into(),
+                seq,
+                approval_object: "{}".into(),
+                approval_id: format!("approval-{signature}"),
+                approver: "approver".into(),
+                decision: "approve".into(),
+                signature: signature.into(),
+                public_key: "key".into(),
+                submitted_by: "agent".into(),
+                recorded_at: 1,
+            }),
+            ..Unit::default()
+        }
+    }
+
+    fn served(evaluator_id: &str, target_id: &str) -> Unit {
+        Unit {
+            expect: vec![Expect::NotServed {
+                evaluator_id: evaluator_id.into(),
+                target_id: target_id.into(),
+            }],
+            item: Some(ItemRow {
+                item_id: format!("{evaluator_id}/{target_id}"),
+                evaluator_id: evaluator_id.into(),
+                target_id: target_id.into(),
+                gold: false,
+                served_at: 1,
+            }),
+            ..Unit::default()
+        }
+    }
+
+    /// Moves `request_id` from `version` to the next.
+    fn request(request_id: &str, version: i64) -> Unit {
+        Unit {
+            expect: vec![Expect::Request {
+                request_id: request_id.into(),
+                version,
+            }],
+            request: Some(RequestWrite {
+                row: RequestRow {
+                    request_id: request_id.into(),
+                    state: format!("STATE_{}", version + 1),
+                    actor: "agent".into(),
+                    version: version + 1,
+                    head_hash: String::new(),
+                    plan_object: "plan".into(),
+                    rollback_declared: false,
+                    risk_object: None,
+                    risk_level: None,
+                    forbidden: None,
+                    approvals_required: None,
+                    trace_object: None,
+                    trace_id: None,
+                    trace_status: None,
+                    reward_object: None,
+                    approval_count: 0,
+                    evaluation_count: 0,
+                    waiting_since: None,
+                    created_at: 1,
+                    updated_at: 1,
+                },
+                insert: version == 0,
+            }),
+            ..Unit::default()
+        }
+    }
+
+    /// One transaction over `units`, without [`commit`]'s retry one by one (which would
+    /// answer the same outcomes had the batch failed).
+    async fn batch<D: Engine>(pool: &Pool<D>, units: &[Unit]) -> Vec<Outcome> {
+        apply(pool, &mut None, units)
+            .await
+            .expect("the batch commits")
+    }
+
+    /// A batch's units are checked one after the other, each seeing what the earlier ones
+    /// (and the batches before) wrote, though the batch writes them all at once.
+    async fn a_batch_is_its_units_one_after_the_other<D: Engine>(pool: Pool<D>) {
+        let outcomes = batch(
+            &pool,
+            &[
+                request("r1", 0),
+                request("r1", 1),
+                request("r1", 1),
+                approval("r1", 1, "sig-a"),
+                approval("r1", 1, "sig-a"),
+                served("e1", "t1"),
+                served("e1", "t1"),
+                served("e1", "t2"),
+            ],
+        )
+        .await;
+        assert_eq!(
+            outcomes,
+            [
+                Ok(()),
+                Ok(()),
+                Err(Rejection::Moved),
+                Ok(()),
+                Err(Rejection::SignatureUsed),
+                Ok(()),
+                Err(Rejection::AlreadyServed),
+                Ok(()),
+            ]
+        );
+        // The next batch reads what the first committed. Its items are looked up in one
+        // query of every evaluator and target asked about, which also finds (e1, t1):
+        // neither (e2, t1) nor (e1, t3) was served.
+        let outcomes = batch(
+            &pool,
+            &[
+                request("r1", 2),
+                request("r1", 1),
+                approval("r1", 1, "sig-a"),
+                approval("r1", 2, "sig-b"),
+                served("e1", "t2"),
+                served("e2", "t1"),
+                served("e1", "t3"),
+            ],
+        )
+        .await;
+        assert_eq!(
+            outcomes,
+            [
+                Ok(()),
+                Err(Rejection::Moved),
+                Err(Rejection::SignatureUsed),
+                Ok(()),
+                Err(Rejection::AlreadyServed),
+                Ok(()),
+                Ok(()),
+            ]
+        );
+        let count =
+            |sql: &'static str| noema_store::sql::query::<D>(sql).fetch_one::<(i64,)>(&pool);
+        assert_eq!(
+            count("SELECT COUNT(*) FROM approvals")
+                .await
+                .expect("count"),
+            (2,)
+        );
+        assert_eq!(
+            count("SELECT COUNT(*) FROM evaluation_items")
+                .await
+                .expect("count"),
+            (4,)
+        );
+        let (state, version): (String, i64) = noema_store::sql::query::<D>(
+            "SELECT state, version FROM requests WHERE request_id = 'r1'",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("request");
+        assert_eq!((state.as_str(), version), ("STATE_3", 3));
+    }
+
+    #[tokio::test]
+    async fn sqlite_a_batch_is_its_units_one_after_the_other() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("o.db").display());
+        let db = Database::connect(&url).await.expect("connect");
+        db.migrate(&MIGRATIONS).await.expect("migrate");
+        let Database::Sqlite(pool) = db else {
+            panic!("not sqlite")
+        };
+        a_batch_is_its_units_one_after_the_other(pool).await;
+    }
+
+    #[tokio::test]
+    async fn postgres_a_batch_is_its_units_one_after_the_other() {
+        let admin = std::env::var("NOEMA_TEST_DATABASE_URL").expect(
+            "NOEMA_TEST_DATABASE_URL is not set: run through scripts/test, which starts Postgres",
+        );
+        let database = TestDatabase::create(&admin, "orchestrator_writer")
+            .await
+            .expect("test database");
+        let db = Database::connect(database.url()).await.expect("connect");
+        db.migrate(&MIGRATIONS).await.expect("migrate");
+        let Database::Postgres(pool) = db else {
+            panic!("not postgres")
+        };
+        a_batch_is_its_units_one_after_the_other(pool).await;
+    }
 }
