@@ -70,7 +70,7 @@ mod sealed {
 
 /// SQLite or Postgres. The methods hand a statement to sqlx with the engine's concrete
 /// types; code generic over the engine calls them through [`Query`] and [`Builder`].
-pub trait Engine: sqlx::Database + sqlx::database::HasStatementCache + sealed::Sealed {
+pub trait Engine: sqlx::Database + sealed::Sealed {
     const BACKEND: Backend;
 
     #[doc(hidden)]
@@ -245,12 +245,6 @@ impl<'q, D: Engine> Query<'q, D> {
     /// Binds the next placeholder.
     pub fn bind(self, value: impl Value<'q>) -> Self {
         Query(D::bind(self.0, value))
-    }
-
-    /// Whether the prepared statement is kept for the next query of the same text (the
-    /// default): a text seldom seen again is better prepared, run and dropped.
-    pub fn persistent(self, keep: bool) -> Self {
-        Query(self.0.persistent(keep))
     }
 
     /// Runs the statement; answers the number of rows it changed.
