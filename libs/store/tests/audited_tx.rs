@@ -6,6 +6,7 @@
 use noema_core::audit::AuditDraft;
 use noema_store::audit::AuditedTx;
 use noema_store::sql::{Builder, Engine, query};
+use noema_store::testing::TestDatabase;
 use noema_store::{Database, DbOptions, Migrations, with_pool};
 use serde_json::json;
 use sqlx::Pool;
@@ -24,23 +25,23 @@ async fn sqlite(dir: &tempfile::TempDir) -> Database {
     db
 }
 
-async fn postgres() -> Database {
+/// A migrated database, and the guard that drops it when the test ends.
+async fn postgres() -> (Database, TestDatabase) {
     let admin = std::env::var("NOEMA_TEST_DATABASE_URL").unwrap_or_else(|_| {
         panic!(
             "NOEMA_TEST_DATABASE_URL is not set: run through scripts/test (or scripts/test \
              --backends-only cargo nextest run -p noema-store)"
         )
     });
-    let url = noema_store::testing::create_test_database(&admin, "audited_tx")
-        .await
-        .unwrap();
+    let database = TestDatabase::create(&admin, "audited_tx").await.unwrap();
+    let url = database.url().to_owned();
     let options = DbOptions {
         max_connections: 8,
         ..DbOptions::default()
     };
     let db = Database::connect_with(&url, &options).await.unwrap();
     db.migrate(&AUDITED).await.unwrap();
-    db
+    (db, database)
 }
 
 fn note_audit(id: &str) -> AuditDraft {
@@ -210,7 +211,8 @@ async fn sqlite_commit_appends_in_order_and_drop_or_rollback_writes_nothing() {
 
 #[tokio::test]
 async fn postgres_commit_appends_in_order_and_drop_or_rollback_writes_nothing() {
-    commit_appends_in_order_and_drop_or_rollback_writes_nothing(postgres().await).await;
+    let (db, _database) = postgres().await;
+    commit_appends_in_order_and_drop_or_rollback_writes_nothing(db).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -221,7 +223,8 @@ async fn sqlite_concurrent_writers_are_serialised_on_the_head() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_concurrent_writers_are_serialised_on_the_head() {
-    concurrent_writers_are_serialised_on_the_head(postgres().await).await;
+    let (db, _database) = postgres().await;
+    concurrent_writers_are_serialised_on_the_head(db).await;
 }
 
 #[tokio::test]
@@ -232,7 +235,8 @@ async fn sqlite_audit_init_writes_the_first_entry_once() {
 
 #[tokio::test]
 async fn postgres_audit_init_writes_the_first_entry_once() {
-    audit_init_writes_the_first_entry_once(postgres().await).await;
+    let (db, _database) = postgres().await;
+    audit_init_writes_the_first_entry_once(db).await;
 }
 
 #[tokio::test]
@@ -243,5 +247,6 @@ async fn sqlite_builder_binds_lists_and_rows() {
 
 #[tokio::test]
 async fn postgres_builder_binds_lists_and_rows() {
-    builder_binds_lists_and_rows(postgres().await).await;
+    let (db, _database) = postgres().await;
+    builder_binds_lists_and_rows(db).await;
 }

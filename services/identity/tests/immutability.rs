@@ -10,6 +10,7 @@ use noema_identity::domain::diary::{Diary, Visibility};
 use noema_identity::domain::entry::{Entry, EntryType};
 use noema_identity::store::SignatureInput;
 use noema_store::Database;
+use noema_store::testing::TestDatabase;
 use time::OffsetDateTime;
 
 async fn sqlite() -> Database {
@@ -18,19 +19,21 @@ async fn sqlite() -> Database {
     db
 }
 
-async fn postgres() -> Database {
+/// A migrated database, and the guard that drops it when the test ends.
+async fn postgres() -> (Database, TestDatabase) {
     let admin = std::env::var("NOEMA_TEST_DATABASE_URL").unwrap_or_else(|_| {
         panic!(
             "NOEMA_TEST_DATABASE_URL is not set: run through scripts/test (or scripts/test \
              --backends-only cargo test -p noema-identity --test immutability)"
         )
     });
-    let url = noema_store::testing::create_test_database(&admin, "identity_immutability")
+    let database = TestDatabase::create(&admin, "identity_immutability")
         .await
         .unwrap();
+    let url = database.url().to_owned();
     let db = Database::connect(&url).await.unwrap();
     db.migrate(&noema_identity::MIGRATIONS).await.unwrap();
-    db
+    (db, database)
 }
 
 /// A diary with one signed and one draft entry, written through the store.
@@ -162,7 +165,8 @@ async fn sqlite_refuses_changes_to_signed_entries() {
 
 #[tokio::test]
 async fn postgres_refuses_changes_to_signed_entries() {
-    signed_entries_resist_direct_sql(postgres().await).await;
+    let (db, _database) = postgres().await;
+    signed_entries_resist_direct_sql(db).await;
 }
 
 #[tokio::test]

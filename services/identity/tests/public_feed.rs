@@ -12,6 +12,7 @@ use noema_identity::domain::diary::{Diary, Visibility};
 use noema_identity::domain::entry::{Entry, EntryType};
 use noema_identity::ops::Identity;
 use noema_store::Database;
+use noema_store::testing::TestDatabase;
 use time::{Duration, OffsetDateTime};
 
 async fn sqlite() -> Database {
@@ -20,19 +21,21 @@ async fn sqlite() -> Database {
     db
 }
 
-async fn postgres() -> Database {
+/// A migrated database, and the guard that drops it when the test ends.
+async fn postgres() -> (Database, TestDatabase) {
     let admin = std::env::var("NOEMA_TEST_DATABASE_URL").unwrap_or_else(|_| {
         panic!(
             "NOEMA_TEST_DATABASE_URL is not set: run through scripts/test (or scripts/test \
              --backends-only cargo test -p noema-identity --test public_feed)"
         )
     });
-    let url = noema_store::testing::create_test_database(&admin, "identity_public_feed")
+    let database = TestDatabase::create(&admin, "identity_public_feed")
         .await
         .unwrap();
+    let url = database.url().to_owned();
     let db = Database::connect(&url).await.unwrap();
     db.migrate(&noema_identity::MIGRATIONS).await.unwrap();
-    db
+    (db, database)
 }
 
 async fn diary(store: &IdentityStore, id: &str, visibility: Visibility, now: OffsetDateTime) {
@@ -129,5 +132,6 @@ async fn sqlite_feed_keyset() {
 
 #[tokio::test]
 async fn postgres_feed_keyset() {
-    keyset_paging_walks_every_entry_once(postgres().await).await;
+    let (db, _database) = postgres().await;
+    keyset_paging_walks_every_entry_once(db).await;
 }

@@ -6,6 +6,7 @@
 use noema_orchestrator::{Dependencies, Options, Orchestrator, OrchestratorStore};
 use noema_runtime::client::unavailable_channel;
 use noema_store::Database;
+use noema_store::testing::TestDatabase;
 
 async fn sqlite() -> (Database, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -15,19 +16,20 @@ async fn sqlite() -> (Database, tempfile::TempDir) {
     (db, dir)
 }
 
-async fn postgres() -> (Database, tempfile::TempDir) {
+async fn postgres() -> (Database, tempfile::TempDir, TestDatabase) {
     let admin = std::env::var("NOEMA_TEST_DATABASE_URL").unwrap_or_else(|_| {
         panic!(
             "NOEMA_TEST_DATABASE_URL is not set: run through scripts/test (or scripts/test \
              --backends-only cargo nextest run -p noema-orchestrator --test fill_replay)"
         )
     });
-    let url = noema_store::testing::create_test_database(&admin, "orchestrator_fill_replay")
+    let database = TestDatabase::create(&admin, "orchestrator_fill_replay")
         .await
         .unwrap();
+    let url = database.url().to_owned();
     let db = Database::connect(&url).await.unwrap();
     db.migrate(&noema_orchestrator::MIGRATIONS).await.unwrap();
-    (db, tempfile::tempdir().unwrap())
+    (db, tempfile::tempdir().unwrap(), database)
 }
 
 async fn fills_replay_to_their_live_rows(db: Database, data_dir: &std::path::Path) {
@@ -72,6 +74,6 @@ async fn fills_replay_to_their_live_rows_on_sqlite() {
 
 #[tokio::test]
 async fn fills_replay_to_their_live_rows_on_postgres() {
-    let (db, dir) = postgres().await;
+    let (db, dir, _database) = postgres().await;
     fills_replay_to_their_live_rows(db, dir.path()).await;
 }
