@@ -13,6 +13,7 @@ use noema_ledger::error::LedgerError;
 use noema_ledger::ledger::Ledger;
 use noema_ledger::{LedgerStore, MIGRATIONS};
 use noema_store::object::faulty::FaultyObjectStore;
+use noema_store::testing::TestDatabase;
 use noema_store::{Database, ObjectStore};
 use time::OffsetDateTime;
 
@@ -23,10 +24,13 @@ struct Rig {
     faults: Arc<FaultyObjectStore>,
     db: Database,
     _dir: tempfile::TempDir,
+    /// Postgres: the test's database, dropped with the rig.
+    _database: Option<TestDatabase>,
 }
 
 async fn rig(postgres: bool) -> Rig {
     let dir = tempfile::tempdir().unwrap();
+    let mut database = None;
     let (db_url, store_url) = if postgres {
         let admin = std::env::var("NOEMA_TEST_DATABASE_URL").expect(
             "NOEMA_TEST_DATABASE_URL is not set: run through scripts/test, which starts Postgres",
@@ -34,9 +38,9 @@ async fn rig(postgres: bool) -> Rig {
         let s3 = std::env::var("NOEMA_TEST_S3_URL").expect(
             "NOEMA_TEST_S3_URL is not set: run through scripts/test, which starts the S3 server",
         );
-        let url = noema_store::testing::create_test_database(&admin, "durability")
-            .await
-            .unwrap();
+        let guard = TestDatabase::create(&admin, "durability").await.unwrap();
+        let url = guard.url().to_owned();
+        database = Some(guard);
         let (location, query) = s3.split_once('?').unwrap_or((&s3, ""));
         let prefix = format!(
             "{}/durability-{}",
@@ -72,6 +76,7 @@ async fn rig(postgres: bool) -> Rig {
         faults,
         db,
         _dir: dir,
+        _database: database,
     }
 }
 

@@ -11,6 +11,7 @@ use noema_ledger::domain::reference::AgentReference;
 use noema_ledger::error::LedgerError;
 use noema_ledger::store::{Page, Query};
 use noema_ledger::{LedgerStore, MIGRATIONS};
+use noema_store::testing::TestDatabase;
 use noema_store::{Database, Migrations};
 use sqlx::migrate::Migrator;
 use time::OffsetDateTime;
@@ -46,18 +47,21 @@ async fn migrations_up_to(last: &str, scratch: &Path) -> Migrations {
     }
 }
 
-async fn database(postgres: bool, dir: &Path) -> Database {
-    let url = if postgres {
+/// A database of either engine, and (Postgres) the guard that drops it when the test ends.
+async fn database(postgres: bool, dir: &Path) -> (Database, Option<TestDatabase>) {
+    let (url, database) = if postgres {
         let admin = std::env::var("NOEMA_TEST_DATABASE_URL").expect(
             "NOEMA_TEST_DATABASE_URL is not set: run through scripts/test, which starts Postgres",
         );
-        noema_store::testing::create_test_database(&admin, "migrations")
-            .await
-            .unwrap()
+        let database = TestDatabase::create(&admin, "migrations").await.unwrap();
+        (database.url().to_owned(), Some(database))
     } else {
-        format!("sqlite://{}", dir.join("ledger.db").display())
+        (
+            format!("sqlite://{}", dir.join("ledger.db").display()),
+            None,
+        )
     };
-    Database::connect(&url).await.unwrap()
+    (Database::connect(&url).await.unwrap(), database)
 }
 
 fn canonical(n: u32) -> CanonicalObject {
@@ -132,7 +136,7 @@ async fn contents(store: &LedgerStore, db: &Database) -> Contents {
 /// and the foreign key and append-only triggers still hold.
 async fn a_populated_ledger_upgrades_in_place(postgres: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let db = database(postgres, dir.path()).await;
+    let (db, _database) = database(postgres, dir.path()).await;
     db.migrate(&migrations_up_to(BEFORE_DROPPED_KEYS, &dir.path().join("old")).await)
         .await
         .unwrap();
