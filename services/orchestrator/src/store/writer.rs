@@ -11,9 +11,11 @@
 //! is read for the whole batch with one query and followed in memory as the units apply.
 //! The batch's rows are then written together: one insert per history table, one upsert
 //! per table of the rows the batch leaves behind (the last row of each key), one per
-//! suite. A unit whose expectation fails writes nothing and is answered with its
-//! [`Rejection`]. If the batch fails for any other reason, its units are retried one by
-//! one, so one bad unit cannot fail its neighbours.
+//! suite, each a query of its own (joined into one SQLite query, the batch's ever-changing
+//! text had to be prepared for every batch, which cost more than the hand-offs it saved).
+//! A unit whose expectation fails writes nothing and is answered with its [`Rejection`].
+//! If the batch fails for any other reason, its units are retried one by one, so one bad
+//! unit cannot fail its neighbours.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -255,54 +257,20 @@ async fn apply_on<D: Engine>(
         }
         outcomes.push(Ok(()));
     }
-    let mut script = Script::default();
-    insert_approvals(&mut script, &approvals);
-    insert_gold_tasks(&mut script, &gold_tasks);
-    insert_items(&mut script, &items);
-    upsert_requests(&mut script, &requests.into_values().collect::<Vec<_>>());
-    upsert_evaluators(&mut script, &evaluators.into_values().collect::<Vec<_>>());
-    upsert_reputations(&mut script, &reputations.into_values().collect::<Vec<_>>());
+    insert_approvals(&mut tx, &approvals).await?;
+    insert_gold_tasks(&mut tx, &gold_tasks).await?;
+    insert_items(&mut tx, &items).await?;
+    upsert_requests(&mut tx, &requests.into_values().collect::<Vec<_>>()).await?;
+    upsert_evaluators(&mut tx, &evaluators.into_values().collect::<Vec<_>>()).await?;
+    upsert_reputations(&mut tx, &reputations.into_values().collect::<Vec<_>>()).await?;
     for change in &suites {
-        write_suite(&mut script, &change.update, change.at);
+        write_suite(&mut tx, &change.update, change.at).await?;
     }
-    insert_objects(&mut script, &objects);
-    insert_events(&mut script, &events);
-    insert_votes(&mut script, &votes);
-    script.run(&mut tx).await?;
+    insert_objects(&mut tx, &objects).await?;
+    insert_events(&mut tx, &events).await?;
+    insert_votes(&mut tx, &votes).await?;
     tx.commit().await?;
     Ok(outcomes)
-}
-
-/// The statements a batch writes once its units are checked, run in order. Each is a query
-/// of its own: joined into one on SQLite (one hand-off to its thread instead of one per
-/// statement), the batch's mix of texts had to be prepared again for every batch, and that
-/// cost more than the hand-offs it saved (lifecycles fell from 811 to 644/s).
-struct Script<'a, D: Engine> {
-    statements: Vec<Builder<'a, D>>,
-}
-
-impl<D: Engine> Default for Script<'_, D> {
-    fn default() -> Self {
-        Script {
-            statements: Vec::new(),
-        }
-    }
-}
-
-impl<'a, D: Engine> Script<'a, D> {
-    /// Starts a statement with `sql`, for the caller to bind values to.
-    fn statement(&mut self, sql: &str) -> &mut Builder<'a, D> {
-        self.statements.push(Builder::new(sql));
-        let last = self.statements.len() - 1;
-        &mut self.statements[last]
-    }
-
-    async fn run(mut self, tx: &mut AuditedTx<'_, D>) -> Result<(), sqlx::Error> {
-        for statement in &mut self.statements {
-            statement.build().execute(tx.conn()).await?;
-        }
-        Ok(())
-    }
 }
 
 /// What a batch's units expect, as the database holds it at the start of its transaction
@@ -487,64 +455,76 @@ impl Known {
     }
 }
 
-fn insert_approvals<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a ApprovalRow]) {
+async fn insert_approvals<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    rows: &[&ApprovalRow],
+) -> Result<(), sqlx::Error> {
     for chunk in rows.chunks(ROWS_PER_INSERT) {
-        script
-            .statement(
-                "INSERT INTO approvals (request_id, seq, approval_object, approval_id, approver, \
+        let mut statement = Builder::<D>::new(
+            "INSERT INTO approvals (request_id, seq, approval_object, approval_id, approver, \
                  decision, signature, public_key, submitted_by, recorded_at) ",
-            )
-            .push_values(chunk, |row, a| {
-                row.bind(&a.request_id)
-                    .bind(a.seq)
-                    .bind(&a.approval_object)
-                    .bind(&a.approval_id)
-                    .bind(&a.approver)
-                    .bind(&a.decision)
-                    .bind(&a.signature)
-                    .bind(&a.public_key)
-                    .bind(&a.submitted_by)
-                    .bind(a.recorded_at);
-            });
+        );
+        statement.push_values(chunk, |row, a| {
+            row.bind(&a.request_id)
+                .bind(a.seq)
+                .bind(&a.approval_object)
+                .bind(&a.approval_id)
+                .bind(&a.approver)
+                .bind(&a.decision)
+                .bind(&a.signature)
+                .bind(&a.public_key)
+                .bind(&a.submitted_by)
+                .bind(a.recorded_at);
+        });
+        statement.build().execute(tx.conn()).await?;
     }
+    Ok(())
 }
 
-fn insert_gold_tasks<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a GoldTaskRow]) {
+async fn insert_gold_tasks<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    rows: &[&GoldTaskRow],
+) -> Result<(), sqlx::Error> {
     for chunk in rows.chunks(ROWS_PER_INSERT) {
-        script
-            .statement(
-                "INSERT INTO gold_tasks (gold_id, plan_object, risk_object, trace_object, \
+        let mut statement = Builder::<D>::new(
+            "INSERT INTO gold_tasks (gold_id, plan_object, risk_object, trace_object, \
                  answer_pass, min_score, max_score, created_by, created_at) ",
-            )
-            .push_values(chunk, |row, g| {
-                row.bind(&g.gold_id)
-                    .bind(&g.plan_object)
-                    .bind(&g.risk_object)
-                    .bind(&g.trace_object)
-                    .bind(g.answer_pass)
-                    .bind(g.min_score)
-                    .bind(g.max_score)
-                    .bind(&g.created_by)
-                    .bind(g.created_at);
-            });
+        );
+        statement.push_values(chunk, |row, g| {
+            row.bind(&g.gold_id)
+                .bind(&g.plan_object)
+                .bind(&g.risk_object)
+                .bind(&g.trace_object)
+                .bind(g.answer_pass)
+                .bind(g.min_score)
+                .bind(g.max_score)
+                .bind(&g.created_by)
+                .bind(g.created_at);
+        });
+        statement.build().execute(tx.conn()).await?;
     }
+    Ok(())
 }
 
-fn insert_items<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a ItemRow]) {
+async fn insert_items<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    rows: &[&ItemRow],
+) -> Result<(), sqlx::Error> {
     for chunk in rows.chunks(ROWS_PER_INSERT) {
-        script
-            .statement(
-                "INSERT INTO evaluation_items (item_id, evaluator_id, target_id, gold, \
+        let mut statement = Builder::<D>::new(
+            "INSERT INTO evaluation_items (item_id, evaluator_id, target_id, gold, \
                  served_at) ",
-            )
-            .push_values(chunk, |row, i| {
-                row.bind(&i.item_id)
-                    .bind(&i.evaluator_id)
-                    .bind(&i.target_id)
-                    .bind(i.gold)
-                    .bind(i.served_at);
-            });
+        );
+        statement.push_values(chunk, |row, i| {
+            row.bind(&i.item_id)
+                .bind(&i.evaluator_id)
+                .bind(&i.target_id)
+                .bind(i.gold)
+                .bind(i.served_at);
+        });
+        statement.build().execute(tx.conn()).await?;
     }
+    Ok(())
 }
 
 fn unit_time(unit: &Unit) -> i64 {
@@ -552,15 +532,18 @@ fn unit_time(unit: &Unit) -> i64 {
 }
 
 /// The batch's last row of each request (new or moved on), in one upsert per chunk.
-fn upsert_requests<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a RequestRow]) {
+async fn upsert_requests<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    rows: &[&RequestRow],
+) -> Result<(), sqlx::Error> {
     for chunk in rows.chunks(BINDS_PER_UPSERT / 20) {
-        script
-            .statement(
-                "INSERT INTO requests (request_id, state, actor, version, head_hash, plan_object, \
+        let mut statement = Builder::<D>::new(
+            "INSERT INTO requests (request_id, state, actor, version, head_hash, plan_object, \
              rollback_declared, risk_object, risk_level, forbidden, approvals_required, \
              trace_object, trace_id, trace_status, reward_object, approval_count, \
              evaluation_count, waiting_since, created_at, updated_at) ",
-            )
+        );
+        statement
             .push_values(chunk, |row, r| {
                 row.bind(&r.request_id)
                     .bind(&r.state)
@@ -598,17 +581,22 @@ fn upsert_requests<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a Reques
                  waiting_since = excluded.waiting_since, created_at = excluded.created_at, \
                  updated_at = excluded.updated_at",
             );
+        statement.build().execute(tx.conn()).await?;
     }
+    Ok(())
 }
 
 /// The batch's last row of each evaluator, in one upsert per chunk.
-fn upsert_evaluators<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a EvaluatorRow]) {
+async fn upsert_evaluators<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    rows: &[&EvaluatorRow],
+) -> Result<(), sqlx::Error> {
     for chunk in rows.chunks(BINDS_PER_UPSERT / 7) {
-        script
-            .statement(
+        let mut statement = Builder::<D>::new(
             "INSERT INTO evaluators (evaluator_id, version, votes, gold_attempts, gold_matches, \
              consecutive_mismatches, updated_at) ",
-            )
+        );
+        statement
             .push_values(chunk, |row, e| {
                 row.bind(&e.evaluator_id)
                     .bind(e.version)
@@ -625,16 +613,21 @@ fn upsert_evaluators<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a Eval
                  consecutive_mismatches = excluded.consecutive_mismatches, \
                  updated_at = excluded.updated_at",
             );
+        statement.build().execute(tx.conn()).await?;
     }
+    Ok(())
 }
 
 /// The batch's last reputation of each actor, in one upsert per chunk.
-fn upsert_reputations<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a ReputationRow]) {
+async fn upsert_reputations<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    rows: &[&ReputationRow],
+) -> Result<(), sqlx::Error> {
     for chunk in rows.chunks(BINDS_PER_UPSERT / 5) {
-        script
-            .statement(
-                "INSERT INTO reputations (actor_id, version, rep, last_reward_id, updated_at) ",
-            )
+        let mut statement = Builder::<D>::new(
+            "INSERT INTO reputations (actor_id, version, rep, last_reward_id, updated_at) ",
+        );
+        statement
             .push_values(chunk, |row, r| {
                 row.bind(&r.actor_id)
                     .bind(r.version)
@@ -647,7 +640,9 @@ fn upsert_reputations<'a, D: Engine>(script: &mut Script<'a, D>, rows: &[&'a Rep
                  rep = excluded.rep, last_reward_id = excluded.last_reward_id, \
                  updated_at = excluded.updated_at",
             );
+        statement.build().execute(tx.conn()).await?;
     }
+    Ok(())
 }
 
 /// A suite's change merged into the batch's: the baseline candidate is the best passing
@@ -681,12 +676,16 @@ struct SuiteChange {
 
 /// The suite's baseline rises to a passing score (never falls), and the evaluation
 /// becomes its latest: commutative in the baseline, last-committed-wins for the latest.
-fn write_suite<'a, D: Engine>(script: &mut Script<'a, D>, s: &'a SuiteUpdate, at: i64) {
-    script
-        .statement(
-            "INSERT INTO suites (suite, baseline, latest_request_id, latest_eval_id, \
+async fn write_suite<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    s: &SuiteUpdate,
+    at: i64,
+) -> Result<(), sqlx::Error> {
+    let mut statement = Builder::<D>::new(
+        "INSERT INTO suites (suite, baseline, latest_request_id, latest_eval_id, \
              latest_gate_passed, latest_passed_minimum, latest_regression, updated_at) ",
-        )
+    );
+    statement
         .push_values([s], |row, s| {
             row.bind(&s.suite)
                 .bind(s.passing_score)
@@ -709,16 +708,21 @@ fn write_suite<'a, D: Engine>(script: &mut Script<'a, D>, s: &'a SuiteUpdate, at
              latest_passed_minimum = excluded.latest_passed_minimum, \
              latest_regression = excluded.latest_regression, updated_at = excluded.updated_at",
         );
+    statement.build().execute(tx.conn()).await?;
+    Ok(())
 }
 
 /// Objects are content-addressed: the same bytes stored twice are one row.
-fn insert_objects<'a, D: Engine>(script: &mut Script<'a, D>, objects: &[&'a ObjectRow]) {
+async fn insert_objects<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    objects: &[&ObjectRow],
+) -> Result<(), sqlx::Error> {
     for chunk in objects.chunks(ROWS_PER_INSERT) {
-        script
-            .statement(
-                "INSERT INTO objects (content_id, object_type, object_id, schema_version, body, \
+        let mut statement = Builder::<D>::new(
+            "INSERT INTO objects (content_id, object_type, object_id, schema_version, body, \
              created_at) ",
-            )
+        );
+        statement
             .push_values(chunk, |row, o| {
                 row.bind(&o.content_id)
                     .bind(&o.object_type)
@@ -728,38 +732,46 @@ fn insert_objects<'a, D: Engine>(script: &mut Script<'a, D>, objects: &[&'a Obje
                     .bind(o.created_at);
             })
             .push(" ON CONFLICT (content_id) DO NOTHING");
+        statement.build().execute(tx.conn()).await?;
     }
+    Ok(())
 }
 
-fn insert_events<'a, D: Engine>(script: &mut Script<'a, D>, events: &[&'a EventRow]) {
+async fn insert_events<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    events: &[&EventRow],
+) -> Result<(), sqlx::Error> {
     for chunk in events.chunks(ROWS_PER_INSERT) {
-        script
-            .statement(
-                "INSERT INTO request_events (request_id, seq, event_type, prev_state, next_state, \
+        let mut statement = Builder::<D>::new(
+            "INSERT INTO request_events (request_id, seq, event_type, prev_state, next_state, \
              meta, ts, prev_hash, hash) ",
-            )
-            .push_values(chunk, |row, e| {
-                row.bind(&e.request_id)
-                    .bind(e.seq)
-                    .bind(&e.event_type)
-                    .bind(&e.prev_state)
-                    .bind(&e.next_state)
-                    .bind(&e.meta)
-                    .bind(&e.ts)
-                    .bind(&e.prev_hash)
-                    .bind(&e.hash);
-            });
+        );
+        statement.push_values(chunk, |row, e| {
+            row.bind(&e.request_id)
+                .bind(e.seq)
+                .bind(&e.event_type)
+                .bind(&e.prev_state)
+                .bind(&e.next_state)
+                .bind(&e.meta)
+                .bind(&e.ts)
+                .bind(&e.prev_hash)
+                .bind(&e.hash);
+        });
+        statement.build().execute(tx.conn()).await?;
     }
+    Ok(())
 }
 
-fn insert_votes<'a, D: Engine>(script: &mut Script<'a, D>, votes: &[&'a VoteRow]) {
+async fn insert_votes<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    votes: &[&VoteRow],
+) -> Result<(), sqlx::Error> {
     for chunk in votes.chunks(ROWS_PER_INSERT) {
-        script
-            .statement(
+        let mut statement = Builder::<D>::new(
             "INSERT INTO votes (vote_id, target_id, gold, seq, evaluator_id, eval_object, suite, \
              score, gate_passed, regression, suppressed, reason_codes, gold_matched, voted_at) ",
-            )
-           .push_values(chunk, |row, v| {
+        );
+        statement.push_values(chunk, |row, v| {
             row.bind(&v.vote_id)
                 .bind(&v.target_id)
                 .bind(v.gold)
@@ -775,7 +787,9 @@ fn insert_votes<'a, D: Engine>(script: &mut Script<'a, D>, votes: &[&'a VoteRow]
                 .bind(v.gold_matched)
                 .bind(v.voted_at);
         });
+        statement.build().execute(tx.conn()).await?;
     }
+    Ok(())
 }
 
 #[cfg(test)]
