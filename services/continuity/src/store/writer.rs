@@ -177,8 +177,9 @@ async fn commit_group(
 }
 
 /// The SQLite connection the writer keeps between groups: its page cache (made larger when
-/// the writer takes it), prepared statements and temporary tables stay warm instead of being spread over the pool's
-/// connections (each of which would read again the pages another's commits changed).
+/// the writer takes it), prepared statements and temporary tables stay warm instead of
+/// being spread over the pool's connections (each of which would read again the pages
+/// another's commits changed).
 #[derive(Debug, Default)]
 pub(super) struct WriterConnection(Option<sqlx::pool::PoolConnection<sqlx::Sqlite>>);
 
