@@ -245,6 +245,36 @@ async fn messages_over_rest(cluster: &TestCluster) {
         assert_eq!(got, (*status, (*expected).to_owned()), "{verb} {path}");
     }
 
+    // Empty names are boxes like any other, as in the original (recorded from CogniRelay
+    // 1.4.15): `messages/inbox/.jsonl` is written and read back.
+    let (status, body) = a
+        .post(
+            "/v1/messages/send",
+            r#"{"thread_id":"","sender":"peer-a","recipient":"","subject":"s","body_md":"b"}"#,
+        )
+        .await;
+    assert_eq!(
+        (status, masked(&body)),
+        (
+            200,
+            masked(
+                r#"{"ok":true,"idempotent_replay":false,"message":{"id":"msg_d91688ee2d15","thread_id":"","from":"peer-a","to":"","sent_at":"2026-11-27T10:56:18Z","subject":"s","body_md":"b","priority":"normal","attachments":[],"idempotency_key":null,"delivery":{"requires_ack":false,"ack_timeout_seconds":300,"max_retries":5}},"delivery_state":null,"signature_verification":null,"committed_files":["messages/inbox/.jsonl","messages/outbox/peer-a.jsonl","messages/threads/.jsonl"],"latest_commit":"887bf92d98496c7011df1675ccb10f08835c43e6"}"#
+            )
+        )
+    );
+    for (path, name) in [
+        ("/v1/messages/inbox?recipient=", "recipient"),
+        ("/v1/messages/thread?thread_id=", "thread_id"),
+    ] {
+        let found = a.read(path).await;
+        assert_eq!(
+            (found[name].clone(), found["count"].clone()),
+            (json!(""), json!(1)),
+            "{path}"
+        );
+        assert_eq!(found["messages"][0]["subject"], "s", "{path}");
+    }
+
     // Acks: deferred, then accepted; the record closes.
     let ack = a
         .json(

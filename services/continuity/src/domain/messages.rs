@@ -213,11 +213,12 @@ fn envelope_of(coerced: &Json) -> Option<Envelope> {
 }
 
 /// A message's repository path (`messages/<box>/<name>.jsonl`): 400 when the name would put
-/// it outside its box (the original lets `../` escape, then fails with a 500).
+/// it outside its box (the original lets `../` escape, then fails with a 500). An empty name
+/// is a box like any other (`messages/inbox/.jsonl`), as in the original.
 pub fn box_path(folder: &str, name: &str) -> Result<String, ContinuityError> {
     let path = format!("messages/{folder}/{name}.jsonl");
     let prefix = format!("messages/{folder}/");
-    if name.is_empty() || !posix_normpath(&path).starts_with(&prefix) || name.contains('\0') {
+    if !posix_normpath(&path).starts_with(&prefix) || name.contains('\0') {
         return Err(ContinuityError::invalid(format!("Invalid path: {path}")));
     }
     Ok(path)
@@ -1036,5 +1037,6 @@ mod tests {
         );
         assert!(box_path("inbox", "../../x").is_err());
         assert_eq!(box_path("inbox", "b").unwrap(), "messages/inbox/b.jsonl");
+        assert_eq!(box_path("inbox", "").unwrap(), "messages/inbox/.jsonl");
     }
 }

@@ -4,9 +4,9 @@ use serde_json::{Value, json};
 
 use crate::domain::schema::Model;
 
-/// A name `messages::box_path` keeps inside its box (`messages/<box>/<name>.jsonl`): not
-/// empty, no NUL, and no `..` segment before the last (the last gains `.jsonl`). A `..` that
-/// a deeper segment makes up for is also kept there; the document leaves that out.
+/// A name `messages::box_path` keeps inside its box (`messages/<box>/<name>.jsonl`): no NUL
+/// and no `..` segment before the last (the last gains `.jsonl`); empty is a name. A `..`
+/// that a deeper segment makes up for is also kept there; the document leaves that out.
 pub const BOX_NAME_PATTERN: &str =
     r"^(?:(?:[^/\x00]{3,}|[^/.\x00][^/\x00]|\.[^/.\x00]|[^/\x00]?)/)*[^/\x00]*$";
 
@@ -25,7 +25,7 @@ pub const SCHEDULE_QUERY_BOOLEANS: [&str; 8] =
     ["true", "false", "1", "0", "yes", "no", "on", "off"];
 
 pub fn box_name() -> Value {
-    json!({"minLength": 1, "pattern": BOX_NAME_PATTERN})
+    json!({ "pattern": BOX_NAME_PATTERN })
 }
 
 /// At most `MAX` characters (a service-level bound the model does not declare).
@@ -177,7 +177,7 @@ mod tests {
     fn box_names_follow_box_path() {
         let pattern = matcher(BOX_NAME_PATTERN);
         for name in [
-            "b", "a/b", "..", "...", "a/", "/x", ".x/y", "x../y", "é", "a/./b", ".",
+            "b", "a/b", "..", "...", "a/", "/x", ".x/y", "x../y", "é", "a/./b", ".", "",
         ] {
             assert!(
                 crate::domain::messages::box_path("inbox", name).is_ok(),
@@ -192,7 +192,6 @@ mod tests {
             );
             assert!(!pattern(name), "{name}");
         }
-        assert!(crate::domain::messages::box_path("inbox", "").is_err());
     }
 
     /// The due-at pattern keeps only times `schedule::due_at` reads.
