@@ -279,7 +279,7 @@ async fn tokens_of_one_tenant_share_its_capsules(cluster: &TestCluster) {
         tenants.len() >= 2 && tenants.iter().all(|t| *t == "agent:lead"),
         "{listed}"
     );
-    let blue_writer = json!({"peer_id": "agent:writer"}).to_string();
+    let blue_writer = json!({"peer_id": "agent:writer", "revoke_all_for_peer": true}).to_string();
     let (status, refused) = post(cluster, &lead, "/v1/security/tokens/revoke", &blue_writer).await;
     assert_eq!(status, 403, "{refused}");
     let foreign_id = outsider_meta["token_id"].as_str().unwrap();

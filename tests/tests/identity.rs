@@ -339,11 +339,9 @@ async fn token_lifecycle_on_cognirelay_routes(cluster: &TestCluster) {
     assert_eq!(meta["scopes"], json!(["ledger:read"]));
     assert_eq!(meta["effective_status"], "active");
     assert!(meta["expires_at"].as_str().unwrap().ends_with('Z'));
-    let sha = format!(
-        "sha256:{}",
-        noema_core::content_id::sha256_hex(token.as_bytes())
-    );
-    assert_eq!(meta["token_sha256"], sha);
+    // Bare hex, as the original stores and shows it.
+    let sha = noema_core::content_id::sha256_hex(token.as_bytes());
+    assert_eq!(meta["token_sha256"], sha.as_str());
     let token_id = meta["token_id"].as_str().unwrap().to_owned();
     assert!(token_id.starts_with("tok_"), "{token_id}");
 
@@ -429,7 +427,98 @@ async fn token_lifecycle_on_cognirelay_routes(cluster: &TestCluster) {
     )
     .await;
     assert_eq!(status, 404);
-    assert_eq!(error["detail"], "no token matched");
+    assert_eq!(error, json!({"detail": "Token entry not found"}));
+    // Again: matched, nothing changed, nothing committed; no reason given is none recorded.
+    let (status, again) = post(
+        cluster,
+        owner_token,
+        "/v1/security/tokens/revoke",
+        json!({"token_id": new_id}),
+    )
+    .await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(
+        (&again["matched"], &again["revoked"], &again["committed"]),
+        (&json!(1), &json!(0), &json!(false))
+    );
+    assert_eq!(again["tokens"][0]["revoked_reason"], Value::Null);
+
+    // A peer id revokes all of the peer's tokens only with revoke_all_for_peer, as in the
+    // original; alone it names no token.
+    let mut peer_tokens = Vec::new();
+    for _ in 0..2 {
+        let (status, issued) = post(
+            cluster,
+            owner_token,
+            "/v1/security/tokens/issue",
+            json!({"peer_id": "peer:many", "scopes": ["ledger:read"]}),
+        )
+        .await;
+        assert_eq!(status, 200, "{issued}");
+        peer_tokens.push(issued["token"].as_str().unwrap().to_owned());
+    }
+    let (status, error) = post(
+        cluster,
+        owner_token,
+        "/v1/security/tokens/revoke",
+        json!({"peer_id": "peer:many"}),
+    )
+    .await;
+    assert_eq!(
+        (status, error),
+        (400, json!({"detail": "Provide token_id or token_sha256"}))
+    );
+    // On an identity route, which sees revocation at once (see above).
+    let (status, _) = get(cluster, &peer_tokens[0], "/crypto/identity").await;
+    assert_eq!(status, 404, "nothing was revoked: authenticated, not an agent");
+    let (status, error) = post(
+        cluster,
+        owner_token,
+        "/v1/security/tokens/revoke",
+        json!({"revoke_all_for_peer": true}),
+    )
+    .await;
+    assert_eq!(
+        (status, error),
+        (
+            400,
+            json!({"detail": "peer_id is required when revoke_all_for_peer=true"})
+        )
+    );
+    let (status, all) = post(
+        cluster,
+        owner_token,
+        "/v1/security/tokens/revoke",
+        json!({"peer_id": "peer:many", "revoke_all_for_peer": true, "reason": "rotating out"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{all}");
+    assert_eq!(
+        (&all["matched"], &all["revoked"], &all["committed"]),
+        (&json!(2), &json!(2), &json!(true))
+    );
+    assert_eq!(all["tokens"][0]["revoked_reason"], "rotating out");
+    for token in &peer_tokens {
+        let (status, _) = get(cluster, token, "/crypto/identity").await;
+        assert_eq!(status, 401);
+    }
+    // pydantic's bounds on ttl_seconds (1 to a year): its 422.
+    let (status, error) = post(
+        cluster,
+        owner_token,
+        "/v1/security/tokens/issue",
+        json!({"peer_id": "p", "ttl_seconds": 0}),
+    )
+    .await;
+    assert_eq!(
+        (status, error),
+        (
+            422,
+            json!({"detail": [{"type": "greater_than_equal", "loc": ["body", "ttl_seconds"],
+                "msg": "Input should be greater than or equal to 1", "input": 0,
+                "ctx": {"ge": 1}}]})
+        )
+    );
 
     // The owner token cannot be revoked through the API.
     let (status, error) = post(

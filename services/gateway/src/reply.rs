@@ -1,5 +1,6 @@
 //! What handlers return, each type documenting its own status and body: a JSON body is
-//! always written the Go way ([`GoJson`]).
+//! written the Go way ([`GoJson`]), or as FastAPI writes it on CogniRelay's routes
+//! ([`FastApiJson`]).
 
 use axum::body::Body;
 use axum::http::StatusCode;
@@ -19,6 +20,25 @@ pub type Answer<T> = Result<GoJson<T>, ApiError>;
 pub type Creates<T> = Result<Created<T>, ApiError>;
 
 impl<T: JsonSchema> Reply for GoJson<T> {
+    fn document(doc: &mut OperationDoc, schemas: &mut Schemas) {
+        doc.json_response::<T>(schemas, 200, "OK");
+    }
+}
+
+/// A CogniRelay route's body as FastAPI writes it: compact, the fields in their declaration
+/// order (the original's dict order), non-ASCII text as it is, no trailing newline.
+pub struct FastApiJson<T>(pub T);
+
+/// A CogniRelay route's result built by the gateway.
+pub type FastApiAnswer<T> = Result<FastApiJson<T>, ApiError>;
+
+impl<T: Serialize> IntoResponse for FastApiJson<T> {
+    fn into_response(self) -> Response {
+        axum::Json(self.0).into_response()
+    }
+}
+
+impl<T: JsonSchema> Reply for FastApiJson<T> {
     fn document(doc: &mut OperationDoc, schemas: &mut Schemas) {
         doc.json_response::<T>(schemas, 200, "OK");
     }

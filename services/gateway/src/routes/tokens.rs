@@ -1,16 +1,20 @@
 //! CogniRelay's token routes (`shared/compat/cognirelay.md` §13): list, issue, revoke and
-//! rotate API tokens. Tokens are shown once, stored only as SHA-256.
+//! rotate API tokens. Tokens are shown once, stored only as SHA-256. Bodies keep the
+//! original's key order (`app/security/service.py`); refusals the original makes itself
+//! carry its own status and text.
 
 use noema_core::time::proto::{parse_rfc3339, rfc3339_seconds};
 use noema_proto::identity::v1 as pb;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
+use noema_core::ErrorCode;
+
+use super::continuity::original;
 use crate::error::{ApiError, ErrorStyle};
 use crate::features;
 use crate::forward::{Caller, JsonBody, Query};
-use crate::go_json::GoJson;
-use crate::reply::Answer;
+use crate::reply::{FastApiAnswer, FastApiJson};
 use crate::route::{Route, Routes, Verb};
 
 const COGNIRELAY: Routes = Routes::new(
@@ -19,54 +23,109 @@ const COGNIRELAY: Routes = Routes::new(
     "noema.identity.v1.IdentityService",
 );
 
-/// CogniRelay's `token_meta`: timestamps as UTC seconds or null, absent strings as null.
+/// CogniRelay's `token_meta` (`_token_public_view`): timestamps as UTC seconds or null,
+/// absent strings as null, the digest as bare hex; Noema adds `tenant` last.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct TokenMeta {
-    pub description: Option<String>,
+    pub token_id: String,
+    pub peer_id: String,
+    pub scopes: Vec<String>,
+    pub read_namespaces: Vec<String>,
+    pub write_namespaces: Vec<String>,
+    pub status: String,
     /// `active`, `revoked` or `expired`, judged now.
     pub effective_status: String,
-    pub expires_at: Option<String>,
     pub issued_at: Option<String>,
-    pub peer_id: String,
-    pub read_namespaces: Vec<String>,
+    pub expires_at: Option<String>,
     pub revoked_at: Option<String>,
     pub revoked_reason: Option<String>,
     pub rotated_at: Option<String>,
-    pub rotated_from_token_id: Option<String>,
     pub rotated_to_token_id: Option<String>,
-    pub scopes: Vec<String>,
-    pub status: String,
+    pub rotated_from_token_id: Option<String>,
+    pub description: Option<String>,
+    /// The secret's SHA-256, 64 hex digits.
+    pub token_sha256: String,
     /// Whose data the token acts on (Noema's tenancy; by default its peer).
     pub tenant: String,
-    pub token_id: String,
-    pub token_sha256: String,
-    pub write_namespaces: Vec<String>,
 }
 
 impl From<pb::TokenMeta> for TokenMeta {
     fn from(meta: pb::TokenMeta) -> Self {
         let text = |s: String| (!s.is_empty()).then_some(s);
         let time = |t: Option<prost_types::Timestamp>| t.as_ref().map(rfc3339_seconds);
+        let token_sha256 = match meta.token_sha256.strip_prefix("sha256:") {
+            Some(hex) => hex.to_owned(),
+            None => meta.token_sha256,
+        };
         TokenMeta {
-            description: text(meta.description),
-            effective_status: meta.effective_status,
-            expires_at: time(meta.expires_at),
-            issued_at: time(meta.issued_at),
+            token_id: meta.token_id,
             peer_id: meta.peer_id,
+            scopes: meta.scopes,
             read_namespaces: meta.read_namespaces,
+            write_namespaces: meta.write_namespaces,
+            status: meta.status,
+            effective_status: meta.effective_status,
+            issued_at: time(meta.issued_at),
+            expires_at: time(meta.expires_at),
             revoked_at: time(meta.revoked_at),
             revoked_reason: text(meta.revoked_reason),
             rotated_at: time(meta.rotated_at),
-            rotated_from_token_id: text(meta.rotated_from_token_id),
             rotated_to_token_id: text(meta.rotated_to_token_id),
-            scopes: meta.scopes,
-            status: meta.status,
+            rotated_from_token_id: text(meta.rotated_from_token_id),
+            description: text(meta.description),
+            token_sha256,
             tenant: meta.tenant,
-            token_id: meta.token_id,
-            token_sha256: meta.token_sha256,
-            write_namespaces: meta.write_namespaces,
         }
     }
+}
+
+/// CogniRelay's own refusal: `status` with `{"detail": detail}`.
+fn refused(code: ErrorCode, status: u16, detail: &str) -> ApiError {
+    original(
+        code,
+        status,
+        serde_json::json!({ "detail": detail }).to_string(),
+    )
+}
+
+/// No token matched: the original's 404 (the service's answer otherwise).
+fn not_matched(status: tonic::Status) -> ApiError {
+    if status.code() == tonic::Code::NotFound {
+        refused(ErrorCode::NotFound, 404, "Token entry not found")
+    } else {
+        ApiError::from(status)
+    }
+}
+
+/// pydantic's 422 for `ttl_seconds` outside `ge=1, le=31536000`.
+fn check_ttl(ttl_seconds: Option<u64>) -> Result<(), ApiError> {
+    let max = noema_core::scopes::MAX_TOKEN_TTL_SECONDS;
+    let (kind, msg, ctx) = match ttl_seconds {
+        Some(0) => (
+            "greater_than_equal",
+            "Input should be greater than or equal to 1".to_owned(),
+            r#"{"ge":1}"#.to_owned(),
+        ),
+        Some(ttl) if ttl > max => (
+            "less_than_equal",
+            format!("Input should be less than or equal to {max}"),
+            format!(r#"{{"le":{max}}}"#),
+        ),
+        _ => return Ok(()),
+    };
+    Err(super::continuity::invalid_envelope(
+        kind,
+        r#"["body","ttl_seconds"]"#,
+        &msg,
+        &ttl_seconds.unwrap_or_default().to_string(),
+        Some(ctx),
+    ))
+}
+
+/// A digest as the original reads it: trimmed, without `sha256:`; empty when none.
+fn bare_sha256(value: Option<&str>) -> &str {
+    let value = value.unwrap_or_default().trim();
+    value.strip_prefix("sha256:").unwrap_or(value)
 }
 
 /// `GET /v1/security/tokens` parameters.
@@ -87,12 +146,12 @@ pub struct TokensQuery {
 /// CogniRelay's token list.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct TokenList {
-    pub count: u64,
     pub ok: bool,
+    pub count: u64,
     pub tokens: Vec<TokenMeta>,
 }
 
-async fn list_tokens(caller: Caller, Query(query): Query<TokensQuery>) -> Answer<TokenList> {
+async fn list_tokens(caller: Caller, Query(query): Query<TokensQuery>) -> FastApiAnswer<TokenList> {
     let include_inactive = matches!(
         query
             .include_inactive
@@ -112,9 +171,9 @@ async fn list_tokens(caller: Caller, Query(query): Query<TokensQuery>) -> Answer
         .await?
         .into_inner()
         .tokens;
-    Ok(GoJson(TokenList {
-        count: u64::try_from(tokens.len()).unwrap_or(u64::MAX),
+    Ok(FastApiJson(TokenList {
         ok: true,
+        count: u64::try_from(tokens.len()).unwrap_or(u64::MAX),
         tokens: tokens.into_iter().map(TokenMeta::from).collect(),
     }))
 }
@@ -143,7 +202,7 @@ pub struct IssueInput {
     pub expires_at: Option<String>,
     /// At most a year.
     #[serde(default)]
-    #[schemars(range(max = noema_core::scopes::MAX_TOKEN_TTL_SECONDS))]
+    #[schemars(range(min = 1, max = noema_core::scopes::MAX_TOKEN_TTL_SECONDS))]
     pub ttl_seconds: Option<u64>,
     #[serde(default)]
     pub description: Option<String>,
@@ -191,15 +250,19 @@ fn timestamp_field(
 /// A new token, shown once.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Issued {
-    pub committed: bool,
-    /// Always null (CogniRelay's git commit of its token file).
-    pub latest_commit: (),
     pub ok: bool,
     pub token: String,
     pub token_meta: Option<TokenMeta>,
+    pub committed: bool,
+    /// Always null (CogniRelay's git commit of its token file).
+    pub latest_commit: (),
 }
 
-async fn issue_token(caller: Caller, JsonBody(body): JsonBody<IssueInput>) -> Answer<Issued> {
+async fn issue_token(
+    caller: Caller,
+    JsonBody(body): JsonBody<IssueInput>,
+) -> FastApiAnswer<Issued> {
+    check_ttl(body.ttl_seconds)?;
     let request = pb::IssueTokenRequest {
         peer_id: body.peer_id,
         expires_at: timestamp_field("expires_at", body.expires_at.as_deref())?,
@@ -217,21 +280,22 @@ async fn issue_token(caller: Caller, JsonBody(body): JsonBody<IssueInput>) -> An
         .issue_token(caller.request(request))
         .await?
         .into_inner();
-    Ok(GoJson(Issued {
-        committed: true,
-        latest_commit: (),
+    Ok(FastApiJson(Issued {
         ok: true,
         token: response.token,
         token_meta: response.token_meta.map(TokenMeta::from),
+        committed: true,
+        latest_commit: (),
     }))
 }
 
-/// Tokens to revoke: by id, by hash, or every token of a peer.
+/// Tokens to revoke: by id or hash (a peer id is then ignored), or every token of a peer
+/// with `revoke_all_for_peer: true`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[schemars(extend("anyOf" = [
-    {"required": ["token_id"], "properties": {"token_id": {"type": "string", "minLength": 1}}},
-    {"required": ["token_sha256"], "properties": {"token_sha256": {"type": "string"}}},
-    {"required": ["peer_id"], "properties": {"peer_id": {"type": "string", "minLength": 1}}},
+    {"required": ["token_id"], "properties": {"token_id": {"type": "string", "minLength": 1}, "revoke_all_for_peer": {"const": false}}},
+    {"required": ["token_sha256"], "properties": {"token_sha256": {"type": "string"}, "revoke_all_for_peer": {"const": false}}},
+    {"required": ["peer_id", "revoke_all_for_peer"], "properties": {"peer_id": {"type": "string", "minLength": 1}, "revoke_all_for_peer": {"const": true}}},
 ]))]
 pub struct RevokeInput {
     #[serde(default)]
@@ -241,40 +305,78 @@ pub struct RevokeInput {
     pub token_sha256: Option<String>,
     #[serde(default)]
     pub peer_id: Option<String>,
+    /// Revoke every token of `peer_id`.
+    #[serde(default)]
+    pub revoke_all_for_peer: bool,
     #[serde(default)]
     pub reason: Option<String>,
 }
 
-/// What a revocation matched and changed.
+/// What a revocation matched and changed; `committed` is whether it changed anything.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Revoked {
-    pub committed: bool,
-    pub latest_commit: (),
-    pub matched: u32,
     pub ok: bool,
+    pub matched: u32,
     pub revoked: u32,
     pub tokens: Vec<TokenMeta>,
+    pub committed: bool,
+    pub latest_commit: (),
 }
 
-async fn revoke_token(caller: Caller, JsonBody(body): JsonBody<RevokeInput>) -> Answer<Revoked> {
-    let request = pb::RevokeTokenRequest {
-        token_id: body.token_id.unwrap_or_default(),
-        token_sha256: body.token_sha256.unwrap_or_default(),
-        peer_id: body.peer_id.unwrap_or_default(),
-        reason: body.reason.unwrap_or_default(),
-    };
+/// The service's selector for `body`: a peer only when `revoke_all_for_peer` says so (a
+/// peer id beside a token id must not widen the revocation), else an id or a digest.
+fn revocation(body: RevokeInput) -> Result<pb::RevokeTokenRequest, ApiError> {
+    let reason = body.reason.unwrap_or_default();
+    if body.revoke_all_for_peer {
+        let peer_id = body.peer_id.unwrap_or_default();
+        if peer_id.is_empty() {
+            return Err(refused(
+                ErrorCode::InvalidArgument,
+                400,
+                "peer_id is required when revoke_all_for_peer=true",
+            ));
+        }
+        return Ok(pb::RevokeTokenRequest {
+            peer_id,
+            reason,
+            ..Default::default()
+        });
+    }
+    let token_id = body.token_id.unwrap_or_default();
+    let token_sha256 = bare_sha256(body.token_sha256.as_deref()).to_owned();
+    if token_id.is_empty() && token_sha256.is_empty() {
+        return Err(refused(
+            ErrorCode::InvalidArgument,
+            400,
+            "Provide token_id or token_sha256",
+        ));
+    }
+    Ok(pb::RevokeTokenRequest {
+        token_id,
+        token_sha256,
+        peer_id: String::new(),
+        reason,
+    })
+}
+
+async fn revoke_token(
+    caller: Caller,
+    JsonBody(body): JsonBody<RevokeInput>,
+) -> FastApiAnswer<Revoked> {
+    let request = revocation(body)?;
     let response = caller
         .identity()
         .revoke_token(caller.request(request))
-        .await?
+        .await
+        .map_err(not_matched)?
         .into_inner();
-    Ok(GoJson(Revoked {
-        committed: true,
-        latest_commit: (),
-        matched: response.matched,
+    Ok(FastApiJson(Revoked {
         ok: true,
+        matched: response.matched,
         revoked: response.revoked,
         tokens: response.tokens.into_iter().map(TokenMeta::from).collect(),
+        committed: response.revoked > 0,
+        latest_commit: (),
     }))
 }
 
@@ -308,7 +410,7 @@ pub struct RotateInput {
     pub expires_at: Option<String>,
     /// At most a year.
     #[serde(default)]
-    #[schemars(range(max = noema_core::scopes::MAX_TOKEN_TTL_SECONDS))]
+    #[schemars(range(min = 1, max = noema_core::scopes::MAX_TOKEN_TTL_SECONDS))]
     pub ttl_seconds: Option<u64>,
     #[serde(default)]
     pub description: Option<String>,
@@ -321,18 +423,31 @@ pub struct RotateInput {
 /// The new token (shown once) and the one it replaced.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Rotated {
-    pub committed: bool,
-    pub from_token: Option<TokenMeta>,
-    pub latest_commit: (),
     pub ok: bool,
     pub token: String,
+    pub from_token: Option<TokenMeta>,
     pub token_meta: Option<TokenMeta>,
+    pub committed: bool,
+    pub latest_commit: (),
 }
 
-async fn rotate_token(caller: Caller, JsonBody(body): JsonBody<RotateInput>) -> Answer<Rotated> {
+async fn rotate_token(
+    caller: Caller,
+    JsonBody(body): JsonBody<RotateInput>,
+) -> FastApiAnswer<Rotated> {
+    check_ttl(body.ttl_seconds)?;
+    let token_id = body.token_id.unwrap_or_default();
+    let token_sha256 = bare_sha256(body.token_sha256.as_deref()).to_owned();
+    if token_id.is_empty() && token_sha256.is_empty() {
+        return Err(refused(
+            ErrorCode::InvalidArgument,
+            400,
+            "Provide token_id or token_sha256",
+        ));
+    }
     let request = pb::RotateTokenRequest {
-        token_id: body.token_id.unwrap_or_default(),
-        token_sha256: body.token_sha256.unwrap_or_default(),
+        token_id,
+        token_sha256,
         expires_at: timestamp_field("expires_at", body.expires_at.as_deref())?,
         scopes: body.scopes,
         read_namespaces: body.read_namespaces,
@@ -345,15 +460,16 @@ async fn rotate_token(caller: Caller, JsonBody(body): JsonBody<RotateInput>) -> 
     let response = caller
         .identity()
         .rotate_token(caller.request(request))
-        .await?
+        .await
+        .map_err(not_matched)?
         .into_inner();
-    Ok(GoJson(Rotated {
-        committed: true,
-        from_token: response.from_token.map(TokenMeta::from),
-        latest_commit: (),
+    Ok(FastApiJson(Rotated {
         ok: true,
         token: response.token,
+        from_token: response.from_token.map(TokenMeta::from),
         token_meta: response.token_meta.map(TokenMeta::from),
+        committed: true,
+        latest_commit: (),
     }))
 }
 
@@ -395,15 +511,16 @@ pub fn routes() -> Vec<Route> {
             Verb::Post,
             "/v1/security/tokens/revoke",
             "revokeToken",
-            "CogniRelay: revoke by token_id, token_sha256 or peer_id",
+            "CogniRelay: revoke by token_id or token_sha256, or every token of a peer_id with revoke_all_for_peer",
             revoke_token,
         )
         .calls("RevokeToken")
         .status(404, "No token matched")
+        .status(400, "Neither token_id nor token_sha256, or revoke_all_for_peer without peer_id")
         .status(422, "The owner token cannot be revoked through the API")
         .tool(
             "security.tokens_revoke",
-            "Revoke tokens by token_id, token_sha256 or peer_id",
+            "Revoke by token_id or token_sha256, or a peer's all (revoke_all_for_peer)",
         ),
         r.route(
             Verb::Post,
@@ -433,43 +550,167 @@ pub fn routes() -> Vec<Route> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::go_json::tests::assert_sorted;
 
+    /// The keys of `body`'s JSON, in the order they are written.
+    fn keys<T: Serialize>(body: &T) -> Vec<String> {
+        let text = serde_json::to_string(body).unwrap();
+        let map: std::collections::BTreeMap<String, serde_json::Value> =
+            serde_json::from_str(&text).unwrap();
+        let mut keys: Vec<String> = map.into_keys().collect();
+        keys.sort_by_key(|k| text.find(&format!("\"{k}\":")).unwrap());
+        keys
+    }
+
+    /// Bodies keep the original's key order (`_token_public_view` and the service's
+    /// return dicts in `app/security/service.py`).
     #[test]
-    fn bodies_keep_cognirelays_field_order() {
-        let meta = || TokenMeta::from(pb::TokenMeta::default());
-        assert_sorted(&meta());
-        assert_sorted(&TokenList {
-            count: 1,
+    fn bodies_keep_cognirelays_key_order() {
+        let meta = || {
+            TokenMeta::from(pb::TokenMeta {
+                token_sha256: format!("sha256:{}", "ab".repeat(32)),
+                ..Default::default()
+            })
+        };
+        assert_eq!(
+            keys(&meta()),
+            [
+                "token_id",
+                "peer_id",
+                "scopes",
+                "read_namespaces",
+                "write_namespaces",
+                "status",
+                "effective_status",
+                "issued_at",
+                "expires_at",
+                "revoked_at",
+                "revoked_reason",
+                "rotated_at",
+                "rotated_to_token_id",
+                "rotated_from_token_id",
+                "description",
+                "token_sha256",
+                "tenant"
+            ]
+        );
+        assert_eq!(
+            meta().token_sha256,
+            "ab".repeat(32),
+            "bare hex, as stored by the original"
+        );
+        let list = TokenList {
             ok: true,
+            count: 1,
             tokens: vec![meta()],
-        });
-        assert_sorted(&Issued {
-            committed: true,
-            latest_commit: (),
+        };
+        assert_eq!(keys(&list), ["ok", "count", "tokens"]);
+        let issued = Issued {
             ok: true,
             token: "t".into(),
             token_meta: Some(meta()),
-        });
-        assert_sorted(&Revoked {
             committed: true,
             latest_commit: (),
-            matched: 1,
+        };
+        assert_eq!(
+            keys(&issued),
+            ["ok", "token", "token_meta", "committed", "latest_commit"]
+        );
+        let revoked = Revoked {
             ok: true,
+            matched: 1,
             revoked: 1,
             tokens: vec![meta()],
-        });
-        assert_sorted(&Rotated {
             committed: true,
-            from_token: Some(meta()),
             latest_commit: (),
+        };
+        assert_eq!(
+            keys(&revoked),
+            [
+                "ok",
+                "matched",
+                "revoked",
+                "tokens",
+                "committed",
+                "latest_commit"
+            ]
+        );
+        let rotated = Rotated {
             ok: true,
             token: "t".into(),
+            from_token: Some(meta()),
             token_meta: None,
-        });
+            committed: true,
+            latest_commit: (),
+        };
+        assert_eq!(
+            keys(&rotated),
+            [
+                "ok",
+                "token",
+                "from_token",
+                "token_meta",
+                "committed",
+                "latest_commit"
+            ]
+        );
         assert_eq!(
             serde_json::to_value(meta()).unwrap()["revoked_reason"],
             serde_json::Value::Null
+        );
+    }
+
+    /// A peer id widens a revocation to all of the peer's tokens only when
+    /// `revoke_all_for_peer` says so, as in the original.
+    #[test]
+    fn a_peer_id_alone_revokes_nothing() {
+        let detail = |err: ApiError| {
+            err.0
+                .metadata_value(noema_core::error::ORIGINAL_BODY_KEY)
+                .map(str::to_owned)
+        };
+        let peer_only = RevokeInput {
+            peer_id: Some("peer-x".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            detail(revocation(peer_only).unwrap_err()).as_deref(),
+            Some(r#"{"detail":"Provide token_id or token_sha256"}"#)
+        );
+        let all_without_peer = RevokeInput {
+            revoke_all_for_peer: true,
+            token_id: Some("t1".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            detail(revocation(all_without_peer).unwrap_err()).as_deref(),
+            Some(r#"{"detail":"peer_id is required when revoke_all_for_peer=true"}"#)
+        );
+        let by_id = revocation(RevokeInput {
+            token_id: Some("t1".into()),
+            peer_id: Some("peer-x".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            (by_id.token_id.as_str(), by_id.peer_id.as_str()),
+            ("t1", "")
+        );
+        let by_digest = revocation(RevokeInput {
+            token_sha256: Some(format!(" sha256:{} ", "0f".repeat(32))),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(by_digest.token_sha256, "0f".repeat(32));
+        let all = revocation(RevokeInput {
+            peer_id: Some("peer-x".into()),
+            revoke_all_for_peer: true,
+            token_id: Some("t1".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            (all.token_id.as_str(), all.peer_id.as_str()),
+            ("", "peer-x")
         );
     }
 }

@@ -101,14 +101,10 @@ impl Identity {
             return Err(IdentityError::FailedPrecondition(OWNER_IMMUTABLE.into()));
         }
         self.check_revocable(actor, &selector).await?;
-        let reason = if request.reason.is_empty() {
-            "revoked"
-        } else {
-            request.reason.as_str()
-        };
+        // No reason given is none recorded (CogniRelay's `revoked_reason: null`).
         let (matched, revoked) = self
             .store
-            .revoke(&selector, reason, &actor.peer_id, now)
+            .revoke(&selector, &request.reason, &actor.peer_id, now)
             .await?;
         if matched.is_empty() {
             return Err(IdentityError::NotFound("no token matched".into()));
