@@ -470,7 +470,10 @@ async fn token_lifecycle_on_cognirelay_routes(cluster: &TestCluster) {
     );
     // On an identity route, which sees revocation at once (see above).
     let (status, _) = get(cluster, &peer_tokens[0], "/crypto/identity").await;
-    assert_eq!(status, 404, "nothing was revoked: authenticated, not an agent");
+    assert_eq!(
+        status, 404,
+        "nothing was revoked: authenticated, not an agent"
+    );
     let (status, error) = post(
         cluster,
         owner_token,

@@ -9,8 +9,9 @@
 //! surfaces and a client that checks the name is checking for its contract, which Noema
 //! serves; `implementation` says it is Noema. Nothing Noema has no equivalent for is
 //! invented: `repo_root` and `latest_commit` are null and `git_initialized` false (no git
-//! repository; durability is the ledger's), `signed_ingress_required` is false while no
-//! message route is served.
+//! repository; durability is the ledger's), `signed_ingress_required` is false (message
+//! sends take an envelope when they carry one; no configuration requires it). Bodies are
+//! written as FastAPI writes them, top-level keys in the original's order.
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -22,8 +23,8 @@ use serde_json::{Value, json};
 
 use crate::error::ErrorStyle;
 use crate::features;
-use crate::go_json::GoJson;
 use crate::mcp;
+use crate::reply::FastApiJson;
 use crate::route::{Access, Route, Routes, Verb};
 
 const DISCOVERY: Routes = Routes::new("discovery", ErrorStyle::CogniRelay, "");
@@ -88,29 +89,29 @@ pub struct FeatureSummary {
     pub summary: &'static str,
 }
 
-/// `{"version": "1", "features": {key: {summary}}}`, keys sorted: the same bytes on every
-/// call of a build.
+/// `{"version": "1", "features": {key: {summary}}}`, feature keys sorted: the same bytes on
+/// every call of a build.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct CapabilitiesV1 {
-    pub features: BTreeMap<&'static str, FeatureSummary>,
     /// Changes only with an incompatible change of this shape.
     pub version: &'static str,
+    pub features: BTreeMap<&'static str, FeatureSummary>,
 }
 
 /// The features of the routes this instance serves.
 pub fn capabilities_v1() -> CapabilitiesV1 {
     CapabilitiesV1 {
+        version: "1",
         features: surfaces()
             .features
             .iter()
             .map(|(key, summary)| (*key, FeatureSummary { summary }))
             .collect(),
-        version: "1",
     }
 }
 
-async fn get_capabilities_v1() -> GoJson<CapabilitiesV1> {
-    GoJson(capabilities_v1())
+async fn get_capabilities_v1() -> FastApiJson<CapabilitiesV1> {
+    FastApiJson(capabilities_v1())
 }
 
 /// The legacy flat list: the same keys.
@@ -119,47 +120,48 @@ pub struct CapabilitiesLegacy {
     pub features: Vec<&'static str>,
 }
 
-async fn get_capabilities() -> GoJson<CapabilitiesLegacy> {
-    GoJson(CapabilitiesLegacy {
+async fn get_capabilities() -> FastApiJson<CapabilitiesLegacy> {
+    FastApiJson(CapabilitiesLegacy {
         features: surfaces().features.keys().copied().collect(),
     })
 }
 
-/// CogniRelay's health body, with Noema's values (see the module doc).
+/// CogniRelay's health body in its key order, with Noema's values (see the module doc);
+/// `implementation` is Noema's, last.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Health {
-    pub contract_version: &'static str,
-    /// Always false: Noema keeps no git repository.
-    pub git_initialized: bool,
-    /// `noema`: what answers under CogniRelay's name.
-    pub implementation: &'static str,
-    /// Always null (no git repository).
-    pub latest_commit: Option<String>,
     pub ok: bool,
-    /// Always null: no repository path is published.
-    pub repo_root: Option<String>,
     /// `cognirelay`.
     pub service: &'static str,
-    /// Whether message ingress must be signed: false while no message route is served.
+    /// Noema's version.
+    pub version: &'static str,
+    pub contract_version: &'static str,
+    /// Always null: no repository path is published.
+    pub repo_root: Option<String>,
+    /// Always false: Noema keeps no git repository.
+    pub git_initialized: bool,
+    /// Always null (no git repository).
+    pub latest_commit: Option<String>,
+    /// Whether message sends must carry a signed envelope: false.
     pub signed_ingress_required: bool,
     /// Now, UTC seconds (`2026-01-31T12:00:00Z`).
     pub time: String,
-    /// Noema's version.
-    pub version: &'static str,
+    /// `noema`: what answers under CogniRelay's name.
+    pub implementation: &'static str,
 }
 
-async fn health() -> GoJson<Health> {
-    GoJson(Health {
-        contract_version: CONTRACT_VERSION,
-        git_initialized: false,
-        implementation: "noema",
-        latest_commit: None,
+async fn health() -> FastApiJson<Health> {
+    FastApiJson(Health {
         ok: true,
-        repo_root: None,
         service: SERVICE,
+        version: env!("CARGO_PKG_VERSION"),
+        contract_version: CONTRACT_VERSION,
+        repo_root: None,
+        git_initialized: false,
+        latest_commit: None,
         signed_ingress_required: false,
         time: noema_core::time::rfc3339_seconds(time::OffsetDateTime::now_utc()),
-        version: env!("CARGO_PKG_VERSION"),
+        implementation: "noema",
     })
 }
 
@@ -231,8 +233,8 @@ pub fn discovery() -> Value {
     })
 }
 
-async fn get_discovery() -> GoJson<Value> {
-    GoJson(discovery())
+async fn get_discovery() -> FastApiJson<Value> {
+    FastApiJson(discovery())
 }
 
 /// One tool of the catalog: its route, scope and input schema.
@@ -254,9 +256,9 @@ pub fn catalog() -> Vec<Value> {
         .collect()
 }
 
-async fn discovery_tools() -> GoJson<Value> {
+async fn discovery_tools() -> FastApiJson<Value> {
     let tools = catalog();
-    GoJson(json!({
+    FastApiJson(json!({
         "count": tools.len(),
         "ok": true,
         "protocol": {"name": "cognirelay-http", "version": CONTRACT_VERSION},
@@ -283,15 +285,15 @@ pub fn manifest() -> Value {
     })
 }
 
-async fn get_manifest() -> GoJson<Value> {
-    GoJson(manifest())
+async fn get_manifest() -> FastApiJson<Value> {
+    FastApiJson(manifest())
 }
 
-async fn contracts() -> GoJson<Value> {
+async fn contracts() -> FastApiJson<Value> {
     let hash = noema_core::jcs::canonicalize(&Value::Array(catalog()))
         .map(|bytes| noema_core::content_id::sha256_hex(&bytes))
         .unwrap_or_default();
-    GoJson(json!({
+    FastApiJson(json!({
         "compatibility": {
             "breaking_change_rule": "increment contract_version before breaking fields/methods",
             "policy": "backward-compatible additive changes within same contract_version",
@@ -303,7 +305,7 @@ async fn contracts() -> GoJson<Value> {
     }))
 }
 
-async fn governance_policy() -> GoJson<Value> {
+async fn governance_policy() -> FastApiJson<Value> {
     let templates: serde_json::Map<String, Value> = TOKEN_TEMPLATES
         .iter()
         .map(|t| {
@@ -317,7 +319,7 @@ async fn governance_policy() -> GoJson<Value> {
             )
         })
         .collect();
-    GoJson(json!({
+    FastApiJson(json!({
         "ok": true,
         "policy": {
             "audit_retention": {"audit_logs": "append-only and hash-chained; never deleted"},
@@ -335,8 +337,8 @@ async fn governance_policy() -> GoJson<Value> {
     }))
 }
 
-async fn well_known_mcp() -> GoJson<Value> {
-    GoJson(well_known_mcp_document())
+async fn well_known_mcp() -> FastApiJson<Value> {
+    FastApiJson(well_known_mcp_document())
 }
 
 /// `GET /.well-known/mcp.json`.

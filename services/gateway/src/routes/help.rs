@@ -11,9 +11,8 @@ use serde_json::{Value, json};
 
 use crate::GatewayState;
 use crate::error::{ApiError, ErrorStyle};
-use crate::go_json::GoJson;
 use crate::mcp;
-use crate::reply::Answer;
+use crate::reply::{FastApiAnswer, FastApiJson};
 use crate::route::{Route, Routes, Verb};
 
 const HELP: Routes = Routes::new("help", ErrorStyle::CogniRelay, "");
@@ -133,8 +132,8 @@ pub fn index() -> Value {
     })
 }
 
-async fn get_index() -> GoJson<Value> {
-    GoJson(index())
+async fn get_index() -> FastApiJson<Value> {
+    FastApiJson(index())
 }
 
 fn unknown(what: &str, value: &str, known: &[&str]) -> ApiError {
@@ -164,12 +163,12 @@ pub fn tool(name: &str) -> Result<Value, ApiError> {
     }))
 }
 
-async fn get_tool(Path(name): Path<String>) -> Answer<Value> {
-    tool(&name).map(GoJson)
+async fn get_tool(Path(name): Path<String>) -> FastApiAnswer<Value> {
+    tool(&name).map(FastApiJson)
 }
 
-async fn onboarding() -> GoJson<Value> {
-    GoJson(json!({
+async fn onboarding() -> FastApiJson<Value> {
+    FastApiJson(json!({
         "kind": "onboarding_index",
         "recommended_first_section": "bootstrap",
         "sections": SECTIONS.iter().map(|(id, title, purpose, _, _)| json!({
@@ -181,8 +180,8 @@ async fn onboarding() -> GoJson<Value> {
     }))
 }
 
-async fn bootstrap() -> GoJson<Value> {
-    GoJson(json!({
+async fn bootstrap() -> FastApiJson<Value> {
+    FastApiJson(json!({
         "discover_more": {"http": "GET /v1/help/onboarding"},
         "first_calls": ["GET /v1/discovery", "GET /v1/capabilities", "GET /v1/manifest"],
         "help_routes": {"limits": "GET /v1/help/limits", "tools": "GET /v1/help/tools/{name}"},
@@ -197,12 +196,12 @@ async fn bootstrap() -> GoJson<Value> {
     }))
 }
 
-async fn section(Path(id): Path<String>) -> Answer<Value> {
+async fn section(Path(id): Path<String>) -> FastApiAnswer<Value> {
     let (id, title, _, body, bullets) = SECTIONS.iter().find(|s| s.0 == id).ok_or_else(|| {
         let known: Vec<&str> = SECTIONS.iter().map(|s| s.0).collect();
         unknown("onboarding section", &id, &known)
     })?;
-    Ok(GoJson(json!({
+    Ok(FastApiJson(json!({
         "body_md": body,
         "bullets": bullets,
         "format": "markdown_and_bullets",
@@ -212,15 +211,18 @@ async fn section(Path(id): Path<String>) -> Answer<Value> {
     })))
 }
 
-async fn limits_index(State(state): State<GatewayState>) -> GoJson<Value> {
+async fn limits_index(State(state): State<GatewayState>) -> FastApiJson<Value> {
     let limits = limits(&state);
-    GoJson(json!({
+    FastApiJson(json!({
         "field_paths": limits.iter().map(|l| l.field_path).collect::<Vec<_>>(),
         "kind": "validation_limits_index",
     }))
 }
 
-async fn limit(State(state): State<GatewayState>, Path(field_path): Path<String>) -> Answer<Value> {
+async fn limit(
+    State(state): State<GatewayState>,
+    Path(field_path): Path<String>,
+) -> FastApiAnswer<Value> {
     let limits = limits(&state);
     let found = limits
         .iter()
@@ -229,7 +231,9 @@ async fn limit(State(state): State<GatewayState>, Path(field_path): Path<String>
             let known: Vec<&str> = limits.iter().map(|l| l.field_path).collect();
             unknown("field path", &field_path, &known)
         })?;
-    Ok(GoJson(json!({"kind": "validation_limit", "limit": found})))
+    Ok(FastApiJson(
+        json!({"kind": "validation_limit", "limit": found}),
+    ))
 }
 
 /// This module's routes (see `crate::route_table`).
