@@ -220,6 +220,32 @@ async fn openapi_documents_every_served_route(cluster: &TestCluster) {
             );
         }
     }
+    // Beside CogniRelay's routes, FastAPI's bodies for what is not served.
+    for (method, path, status, body) in [
+        (
+            reqwest::Method::GET,
+            "/v1/continuity/nope",
+            404,
+            r#"{"detail":"Not Found"}"#,
+        ),
+        (
+            reqwest::Method::GET,
+            "/v1/continuity/upsert",
+            405,
+            r#"{"detail":"Method Not Allowed"}"#,
+        ),
+    ] {
+        let response = owner(cluster)
+            .request(method, format!("{}{path}", cluster.rest_url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            (response.status().as_u16(), response.text().await.unwrap()),
+            (status, body.to_owned()),
+            "{path}"
+        );
+    }
 }
 
 async fn metrics_count_requests(cluster: &TestCluster) {

@@ -13,6 +13,7 @@ pub mod reply;
 pub mod route;
 pub mod routes;
 pub mod schema_file;
+mod unrouted;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -186,6 +187,8 @@ pub fn router(state: GatewayState, config: &GatewayConfig) -> Router {
         routes = routes.route(route.path, handler);
     }
     let routes = routes
+        .fallback(unrouted::not_found)
+        .method_not_allowed_fallback(unrouted::method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .with_state(state);
     let mcp = mcp::Mcp::new(routes.clone(), config.max_body_bytes).with_token_cache(authenticator);

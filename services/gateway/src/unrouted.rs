@@ -1,0 +1,98 @@
+//! What a request no route serves gets. CogniRelay's FastAPI answers an unknown path with
+//! 404 `{"detail":"Not Found"}` and a known path with another method with 405
+//! `{"detail":"Method Not Allowed"}`; clients of the original read `detail`. A path is
+//! judged by the routes nearest to it (the most leading segments in common): where most of
+//! those are CogniRelay's, it gets FastAPI's body; elsewhere the status alone, as before.
+
+use std::sync::LazyLock;
+
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+
+use crate::error::ErrorStyle;
+
+/// Each route's path segments and error style.
+static ROUTES: LazyLock<Vec<(Vec<&'static str>, ErrorStyle)>> = LazyLock::new(|| {
+    crate::route_table()
+        .into_iter()
+        .map(|route| (segments(route.path).collect(), route.errors))
+        .collect()
+});
+
+fn segments(path: &str) -> impl Iterator<Item = &str> {
+    path.split('/').filter(|s| !s.is_empty())
+}
+
+/// How many leading segments of `path` a route's segments match (`{param}` matches any).
+fn common(route: &[&str], path: &[&str]) -> usize {
+    route
+        .iter()
+        .zip(path)
+        .take_while(|(r, p)| r == p || (r.starts_with('{') && r.ends_with('}')))
+        .count()
+}
+
+/// Whether most of the routes nearest to `path` are CogniRelay's.
+fn near_cognirelay(path: &str) -> bool {
+    let path: Vec<&str> = segments(path).collect();
+    let best = ROUTES
+        .iter()
+        .map(|(route, _)| common(route, &path))
+        .max()
+        .unwrap_or(0);
+    if best == 0 {
+        return false;
+    }
+    let (ours, others) = ROUTES
+        .iter()
+        .filter(|(route, _)| common(route, &path) == best)
+        .fold((0usize, 0usize), |(ours, others), (_, style)| {
+            if *style == ErrorStyle::CogniRelay {
+                (ours + 1, others)
+            } else {
+                (ours, others + 1)
+            }
+        });
+    ours > others
+}
+
+fn answer(status: StatusCode, detail: &str, uri: &Uri) -> Response {
+    if near_cognirelay(uri.path()) {
+        let body = serde_json::json!({ "detail": detail }).to_string();
+        (status, [(CONTENT_TYPE, "application/json")], body).into_response()
+    } else {
+        status.into_response()
+    }
+}
+
+/// A path no route serves.
+pub async fn not_found(uri: Uri) -> Response {
+    answer(StatusCode::NOT_FOUND, "Not Found", &uri)
+}
+
+/// A served path asked with a method it does not serve.
+pub async fn method_not_allowed(uri: Uri) -> Response {
+    answer(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed", &uri)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cognirelay_paths_are_told_apart_from_the_others() {
+        for path in [
+            "/v1/continuity/nope",
+            "/v1/metrics",
+            "/v1/discovery/workflows",
+            "/v1/help/hooks",
+            "/v1/messages/inbox/x",
+        ] {
+            assert!(near_cognirelay(path), "{path}");
+        }
+        for path in ["/", "/nope", "/diaries/x/y/z/w", "/plan/x"] {
+            assert!(!near_cognirelay(path), "{path}");
+        }
+    }
+}
