@@ -407,6 +407,39 @@ async fn memory_files_search_and_isolation(cluster: &TestCluster) {
     let found: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(found["count"], 1);
     assert_eq!(found["tasks"][0]["task_id"], "t-1");
+    // Stamped in whole seconds, as the original's `iso_now`; an update that changes no byte
+    // (nothing set, within the second) commits nothing and answers the head as it was.
+    let created: Value = serde_json::from_str(&body).unwrap();
+    let stamp = created["tasks"][0]["updated_at"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(stamp.len() == 20 && stamp.ends_with('Z'), "{stamp}");
+    let empty_update = || async {
+        let response = writer
+            .client
+            .patch(format!("{}/v1/tasks/t-1", writer.base))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        response.json::<Value>().await.unwrap()
+    };
+    let mut same_second = false;
+    for _ in 0..5 {
+        let first = empty_update().await;
+        let second = empty_update().await;
+        if first["task"]["updated_at"] == second["task"]["updated_at"] {
+            assert_eq!(second["committed_files"], json!([]), "{second}");
+            assert_eq!(second["latest_commit"], first["latest_commit"]);
+            assert_eq!(second["task"], first["task"]);
+            same_second = true;
+            break;
+        }
+    }
+    assert!(same_second, "no two updates fell within one second");
     assert_eq!(
         writer.get("/v1/tasks/query?limit=0").await,
         (

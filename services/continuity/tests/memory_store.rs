@@ -885,13 +885,23 @@ async fn tasks_are_planning_state_per_tenant(backend: Backend) {
     };
     let all = query(json!({})).await;
     assert_eq!(all["count"], 2);
-    let ids: Vec<&str> = all["tasks"]
+    // Newest update first, then the greater id: the original's reverse sort on
+    // (updated_at, task_id), stamps in whole seconds (so ties happen within a second).
+    let keyed: Vec<(&str, &str)> = all["tasks"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| t["task_id"].as_str().unwrap())
+        .map(|t| {
+            (
+                t["updated_at"].as_str().unwrap(),
+                t["task_id"].as_str().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(ids, ["t-1", "t-2"]);
+    let mut expected = keyed.clone();
+    expected.sort_by(|a, b| b.cmp(a));
+    assert_eq!(keyed, expected);
+    assert!(keyed.iter().all(|(at, _)| at.len() == 20), "{keyed:?}");
     assert_eq!(query(json!({"status": "done"})).await["count"], 1);
     assert_eq!(
         query(json!({"collaborator": "peer-2"})).await["tasks"][0]["task_id"],
@@ -916,7 +926,8 @@ async fn tasks_are_planning_state_per_tenant(backend: Backend) {
         )
         .await
         .unwrap();
-    assert_eq!(tasks[0].blocked_by(), ["t-0"]);
+    let t1 = tasks.iter().find(|t| t.task_id == "t-1").unwrap();
+    assert_eq!(t1.blocked_by(), ["t-0"]);
 
     // Another tenant has none of them; a token without the tasks namespace is refused.
     let b = agent("agent:b");

@@ -298,11 +298,21 @@ pub fn updated_body(before: &Task, after: &Task, revision_id: &str) -> Json {
     if before.path() != after.path() {
         files.push(Json::from(before.path()));
     }
+    update_answer(after, files, revision_id)
+}
+
+/// An update that left the task's bytes as they were: nothing committed, the head as it was.
+pub fn unchanged_body(task: &Task, revision_id: &str) -> Json {
+    update_answer(task, Vec::new(), revision_id)
+}
+
+/// `{ok, task, path, committed_files, latest_commit}`.
+fn update_answer(task: &Task, committed_files: Vec<Json>, revision_id: &str) -> Json {
     let mut o = JsonObject::new();
     o.insert("ok", Json::Bool(true));
-    o.insert("task", Json::Object(after.document.clone()));
-    o.insert("path", Json::from(after.path()));
-    o.insert("committed_files", Json::Array(files));
+    o.insert("task", Json::Object(task.document.clone()));
+    o.insert("path", Json::from(task.path()));
+    o.insert("committed_files", Json::Array(committed_files));
     o.insert("latest_commit", Json::from(revision_id));
     Json::Object(o)
 }

@@ -9,6 +9,7 @@ use crate::domain::error::{ConflictKind, ContinuityError};
 use crate::domain::json::{Json, to_py_json};
 use crate::domain::request::parse_body;
 use crate::domain::tasks::{self, Task, TaskQuery};
+use crate::domain::timestamp::whole_seconds;
 use crate::error::Error;
 use crate::store::{TaskFilter, TaskRow, TaskWrite};
 
@@ -33,7 +34,8 @@ impl Continuity {
     /// `POST /v1/tasks`.
     pub async fn create_task(&self, caller: &Caller, body: &[u8]) -> Result<Vec<u8>, Error> {
         let body = parse_body(body)?;
-        let at = now();
+        // The original stamps tasks in whole seconds (`iso_now`).
+        let at = whole_seconds(now());
         let task = tasks::create(&body, at)?;
         caller.require(WRITE)?;
         if self
@@ -91,10 +93,15 @@ impl Continuity {
                 .await?
                 .ok_or_else(|| ContinuityError::not_found(format!("Task not found: {task_id}")))?;
             let before = task_of(&row)?;
-            let at = now();
+            let at = whole_seconds(now());
             let after = tasks::update(&before, &patch, at)?;
             caller.require_write_path(&after.path())?;
             let document = to_py_json(&Json::Object(after.document.clone()));
+            // The same bytes (nothing set, within the second): the original's git has
+            // nothing to commit, and so nothing is written here.
+            if document == row.document {
+                return Ok(bytes_of(&tasks::unchanged_body(&after, &row.revision_id)));
+            }
             let revision_id = revision(Some(&row.revision_id), &after, &document);
             let landed = self
                 .store()

@@ -9,7 +9,7 @@ use crate::domain::error::{ConflictKind, ContinuityError};
 use crate::domain::json::canonical_json;
 use crate::domain::request::{ArchiveRequest, DeleteRequest, parse_body};
 use crate::domain::tiers::{DeletePlan, archive_response, delete_response};
-use crate::domain::timestamp::{format_compact, format_iso, whole_seconds};
+use crate::domain::timestamp::{format_compact, format_iso};
 use crate::domain::write::archive_envelope;
 use crate::error::Error;
 use crate::store::{ArchiveWrite, DeleteWrite, Refusal, Write};
@@ -26,7 +26,9 @@ impl Continuity {
         caller.require_read_path(&active_path)?;
         caller.require_write_path(&active_path)?;
         for attempt in 1..=WRITE_ATTEMPTS {
-            let at = whole_seconds(now());
+            // The original stamps `archived_at` with the request's microseconds; the archive's
+            // name keeps whole seconds.
+            let at = now();
             let archive_path = subject.archive_path(&format_compact(at));
             caller.require_write_path(&archive_path)?;
             let row = self.store.subject(&caller.tenant, &subject).await?;
