@@ -139,6 +139,14 @@ async fn memory_files_search_and_isolation(cluster: &TestCluster) {
             404,
             r#"{"detail":"File not found"}"#,
         ),
+        // A directory is no file (the original checks `is_file()`).
+        (
+            "GET",
+            "/v1/read?path=memory",
+            "",
+            404,
+            r#"{"detail":"File not found"}"#,
+        ),
         (
             "GET",
             "/v1/read?path=../etc/passwd",

@@ -105,6 +105,12 @@ pub fn document_path(path: &str) -> Result<String, ContinuityError> {
     Ok(normalized)
 }
 
+/// Whether `path` (normalised) is somewhere no memory document can be: a top-level
+/// directory of the repository, or under a root another API manages.
+pub fn holds_no_document(path: &str) -> bool {
+    managed_root(path).is_some() || ALLOWED_TOP_LEVEL.contains(&path)
+}
+
 /// The managed root `path` lies under, if any.
 pub fn managed_root(path: &str) -> Option<&'static str> {
     MANAGED_ROOTS.iter().copied().find(|root| {

@@ -150,10 +150,12 @@ impl Continuity {
         caller.require(READ)?;
         caller.require_read_path(&requested)?;
         let path = memory::document_path(&requested).map_err(|err| {
-            // A managed path is no document: it is not found, as any other missing file.
-            match memory::managed_root(&crate::domain::text::posix_normpath(&requested)) {
-                Some(_) => ContinuityError::not_found("File not found"),
-                None => err,
+            // A managed path or a top-level directory is no document: it is not found, as
+            // any other missing file (the original checks `is_file()`).
+            if memory::holds_no_document(&crate::domain::text::posix_normpath(&requested)) {
+                ContinuityError::not_found("File not found")
+            } else {
+                err
             }
         })?;
         let document = self
