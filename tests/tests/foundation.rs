@@ -246,6 +246,38 @@ async fn openapi_documents_every_served_route(cluster: &TestCluster) {
             "{path}"
         );
     }
+    // A body declared as something other than JSON is not read as JSON (FastAPI's 422,
+    // recorded from CogniRelay 1.4.15); a query name given twice counts with its last value.
+    let response = owner(cluster)
+        .post(format!("{}/v1/continuity/read", cluster.rest_url))
+        .header("content-type", "text/plain")
+        .body(r#"{"subject_kind":"user","subject_id":"x"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (response.status().as_u16(), response.text().await.unwrap()),
+        (
+            422,
+            r#"{"detail":[{"type":"model_attributes_type","loc":["body"],"msg":"Input should be a valid dictionary or object to extract fields from","input":"{\"subject_kind\":\"user\",\"subject_id\":\"x\"}"}]}"#
+                .to_owned()
+        )
+    );
+    let response = owner(cluster)
+        .get(format!(
+            "{}/v1/messages/inbox?recipient=a&recipient=b",
+            cluster.rest_url
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (response.status().as_u16(), response.text().await.unwrap()),
+        (
+            200,
+            r#"{"ok":true,"recipient":"b","count":0,"messages":[]}"#.to_owned()
+        )
+    );
 }
 
 async fn metrics_count_requests(cluster: &TestCluster) {

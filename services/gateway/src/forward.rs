@@ -279,6 +279,41 @@ impl<T: JsonSchema> Input for RawJson<T> {
     }
 }
 
+/// A CogniRelay route's query string read as `T`: a name given twice counts once, with its
+/// last value, as Starlette's `QueryParams` gives FastAPI's scalar parameters. Otherwise
+/// [`Query`].
+pub struct LastQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for LastQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or_default();
+        let mut last: Vec<(String, String)> = Vec::new();
+        for (name, value) in url::form_urlencoded::parse(query.as_bytes()) {
+            match last.iter_mut().find(|(seen, _)| *seen == name) {
+                Some(pair) => pair.1 = value.into_owned(),
+                None => last.push((name.into_owned(), value.into_owned())),
+            }
+        }
+        let once = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(last)
+            .finish();
+        let uri: axum::http::Uri = format!("/?{once}")
+            .parse()
+            .map_err(|_| ApiError::malformed_query("query: not a query string"))?;
+        axum::extract::Query::<T>::try_from_uri(&uri)
+            .map(|axum::extract::Query(value)| LastQuery(value))
+            .map_err(|err| ApiError::malformed_query(format!("query: {}", err.body_text())))
+    }
+}
+
+impl<T: JsonSchema> Input for LastQuery<T> {
+    fn document(doc: &mut OperationDoc, _schemas: &mut Schemas) {
+        doc.query_from::<T>();
+    }
+}
+
 /// A query string read as `T` (a name given twice is refused), documented by `T`'s
 /// schema. A query `T` cannot read is the route's own 400 (`MALFORMED_QUERY`) in its
 /// error shape, never axum's plain-text rejection.

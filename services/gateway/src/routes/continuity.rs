@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ErrorStyle};
 use crate::features;
-use crate::forward::{Caller, Query, RawJson};
+use crate::forward::{Caller, LastQuery, RawJson};
 use crate::go_json::GoJson;
 use crate::reply::Answer;
 use crate::route::{Input, OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb};
@@ -52,14 +52,49 @@ impl<M, S: Send + Sync> FromRequest<S> for Document<M> {
     type Rejection = Response;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let declared_json = declares_json(request.headers());
         let bytes = Bytes::from_request(request, state)
             .await
             .map_err(IntoResponse::into_response)?;
+        if !declared_json {
+            return Err(not_an_object(&bytes).into_response());
+        }
         Ok(Document {
             bytes,
             model: PhantomData,
         })
     }
+}
+
+/// Whether FastAPI reads the body as JSON: no content type, or `application/json` or
+/// `application/*+json` (parameters aside).
+fn declares_json(headers: &axum::http::HeaderMap) -> bool {
+    let Some(value) = headers.get(axum::http::header::CONTENT_TYPE) else {
+        return true;
+    };
+    let media = value
+        .to_str()
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    media
+        .strip_prefix("application/")
+        .is_some_and(|subtype| subtype == "json" || subtype.ends_with("+json"))
+}
+
+/// FastAPI's 422 for a body it did not read as JSON: the model gets the raw text.
+fn not_an_object(bytes: &[u8]) -> ApiError {
+    let text = serde_json::to_string(&String::from_utf8_lossy(bytes)).unwrap_or_default();
+    invalid_envelope(
+        "model_attributes_type",
+        r#"["body"]"#,
+        "Input should be a valid dictionary or object to extract fields from",
+        &text,
+        None,
+    )
 }
 
 /// The request model a [`Document`] is read as.
@@ -337,7 +372,7 @@ fn revision(r: pb::Revision) -> Result<HistoryRevision, ApiError> {
     })
 }
 
-async fn history(caller: Caller, Query(query): Query<HistoryQuery>) -> Answer<History> {
+async fn history(caller: Caller, LastQuery(query): LastQuery<HistoryQuery>) -> Answer<History> {
     let include_capsules = matches!(
         query
             .include_capsules

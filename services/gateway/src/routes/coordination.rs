@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call, request_models};
 use crate::features;
-use crate::forward::{Caller, Query};
+use crate::forward::{Caller, LastQuery};
 use crate::route::{Route, Verb, param_grammar};
 
 request_models! {
@@ -107,7 +107,7 @@ async fn handoff_get(caller: Caller, Path(handoff_id): Path<String>) -> Passed {
     ))
 }
 
-async fn handoffs_query(caller: Caller, Query(query): Query<HandoffQueryParams>) -> Passed {
+async fn handoffs_query(caller: Caller, LastQuery(query): LastQuery<HandoffQueryParams>) -> Passed {
     let (mut client, request) = call(&caller, params(&query));
     Ok(Original(
         client.query_handoffs(request).await?.into_inner().body,
@@ -146,7 +146,7 @@ async fn shared_history(caller: Caller, Path(shared_id): Path<String>) -> Passed
     ))
 }
 
-async fn shared_query(caller: Caller, Query(query): Query<SharedQueryParams>) -> Passed {
+async fn shared_query(caller: Caller, LastQuery(query): LastQuery<SharedQueryParams>) -> Passed {
     let (mut client, request) = call(&caller, params(&query));
     Ok(Original(
         client.query_shared(request).await?.into_inner().body,
@@ -180,7 +180,7 @@ async fn reconciliation_get(caller: Caller, Path(reconciliation_id): Path<String
 
 async fn reconciliations_query(
     caller: Caller,
-    Query(query): Query<ReconciliationQueryParams>,
+    LastQuery(query): LastQuery<ReconciliationQueryParams>,
 ) -> Passed {
     let (mut client, request) = call(&caller, params(&query));
     Ok(Original(

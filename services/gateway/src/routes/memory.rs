@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call, request_models};
-use crate::forward::{Caller, Query};
+use crate::forward::{Caller, LastQuery};
 use crate::route::{Route, Verb};
 
 request_models! {
@@ -49,7 +49,7 @@ async fn append(caller: Caller, document: Document<MemoryAppend>) -> Passed {
     ))
 }
 
-async fn read(caller: Caller, Query(query): Query<ReadQuery>) -> Passed {
+async fn read(caller: Caller, LastQuery(query): LastQuery<ReadQuery>) -> Passed {
     let message = match query.path {
         Some(path) => pb::JsonRequest {
             body: serde_json::to_vec(&serde_json::json!({ "path": path }))

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call, request_models};
 use crate::features;
-use crate::forward::{Caller, Query};
+use crate::forward::{Caller, LastQuery};
 use crate::route::{Route, Verb};
 
 request_models! {
@@ -115,7 +115,7 @@ async fn keys_rotate(caller: Caller, document: Document<KeysRotate>) -> Passed {
     ))
 }
 
-async fn pending(caller: Caller, Query(p): Query<PendingParams>) -> Passed {
+async fn pending(caller: Caller, LastQuery(p): LastQuery<PendingParams>) -> Passed {
     let message = params(vec![
         ("recipient", p.recipient),
         ("status", p.status),
@@ -128,7 +128,7 @@ async fn pending(caller: Caller, Query(p): Query<PendingParams>) -> Passed {
     ))
 }
 
-async fn inbox(caller: Caller, Query(p): Query<InboxParams>) -> Passed {
+async fn inbox(caller: Caller, LastQuery(p): LastQuery<InboxParams>) -> Passed {
     let message = params(vec![("recipient", p.recipient), ("limit", p.limit)]);
     let (mut client, request) = call(&caller, message);
     Ok(Original(
@@ -136,7 +136,7 @@ async fn inbox(caller: Caller, Query(p): Query<InboxParams>) -> Passed {
     ))
 }
 
-async fn thread(caller: Caller, Query(p): Query<ThreadParams>) -> Passed {
+async fn thread(caller: Caller, LastQuery(p): LastQuery<ThreadParams>) -> Passed {
     let message = params(vec![("thread_id", p.thread_id), ("limit", p.limit)]);
     let (mut client, request) = call(&caller, message);
     Ok(Original(

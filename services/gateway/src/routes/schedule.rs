@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call, request_models};
 use crate::error::ApiError;
-use crate::forward::{Caller, Query};
+use crate::forward::{Caller, LastQuery};
 use crate::route::{OperationDoc, Reply, ResponseDoc, Route, Routes, Schemas, Verb, param_grammar};
 
 // Schedule bodies, passed on as the caller's bytes (possibly empty), documented by the
@@ -117,7 +117,7 @@ async fn get(caller: Caller, Path(id): Path<String>) -> Passed {
     ))
 }
 
-async fn list(caller: Caller, Query(params): Query<ScheduleListParams>) -> Passed {
+async fn list(caller: Caller, LastQuery(params): LastQuery<ScheduleListParams>) -> Passed {
     let mut object = Map::new();
     for (key, value) in [
         ("status", params.status),

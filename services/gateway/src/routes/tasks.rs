@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::continuity::{COGNIRELAY, Document, Original, Passed, body, call, request_models};
-use crate::forward::{Caller, Query};
+use crate::forward::{Caller, LastQuery};
 use crate::route::{Route, Verb};
 
 request_models! {
@@ -58,7 +58,7 @@ async fn update(
     ))
 }
 
-async fn query(caller: Caller, Query(params): Query<TaskQueryParams>) -> Passed {
+async fn query(caller: Caller, LastQuery(params): LastQuery<TaskQueryParams>) -> Passed {
     let mut object = Map::new();
     for (key, value) in [
         ("status", params.status),

@@ -13,7 +13,7 @@ use noema_core::ErrorCode;
 use super::continuity::original;
 use crate::error::{ApiError, ErrorStyle};
 use crate::features;
-use crate::forward::{Caller, JsonBody, Query};
+use crate::forward::{Caller, JsonBody, LastQuery};
 use crate::reply::{FastApiAnswer, FastApiJson};
 use crate::route::{Route, Routes, Verb};
 
@@ -151,7 +151,10 @@ pub struct TokenList {
     pub tokens: Vec<TokenMeta>,
 }
 
-async fn list_tokens(caller: Caller, Query(query): Query<TokensQuery>) -> FastApiAnswer<TokenList> {
+async fn list_tokens(
+    caller: Caller,
+    LastQuery(query): LastQuery<TokensQuery>,
+) -> FastApiAnswer<TokenList> {
     let include_inactive = matches!(
         query
             .include_inactive
