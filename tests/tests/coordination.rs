@@ -1063,6 +1063,44 @@ async fn shared_and_reconciliations(cluster: &TestCluster) {
         )
     );
 
+    // Recorded from CogniRelay 1.4.15: filters over 200 characters, each in field order,
+    // on the shared and reconciliation queries as on the handoff query.
+    let long = "o".repeat(201);
+    let too_long = |field: &str| {
+        format!(
+            "{field}\n  String should have at most 200 characters [type=string_too_long, input_value='oooooooooooooooooooooooo...ooooooooooooooooooooooo', input_type=str]\n    For further information visit https://errors.pydantic.dev/2.14/v/string_too_long"
+        )
+    };
+    assert_eq!(
+        t.bob
+            .refused_get(&format!(
+                "/v1/coordination/shared/query?task_id={long}&owner_peer={long}"
+            ))
+            .await,
+        (
+            400,
+            json!(format!(
+                "Invalid shared coordination query: 2 validation errors for CoordinationSharedQueryRequest\n{}\n{}",
+                too_long("owner_peer"),
+                too_long("task_id")
+            ))
+        )
+    );
+    assert_eq!(
+        t.bob
+            .refused_get(&format!(
+                "/v1/coordination/reconciliations/query?claimant_peer={long}&status=open"
+            ))
+            .await,
+        (
+            400,
+            json!(format!(
+                "Invalid reconciliation query: 1 validation error for CoordinationReconciliationQueryRequest\n{}",
+                too_long("claimant_peer")
+            ))
+        )
+    );
+
     // Reconciliations over a handoff and the shared artifact.
     t.alice
         .ok(

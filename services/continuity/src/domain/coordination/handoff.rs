@@ -278,23 +278,15 @@ impl HandoffQuery {
             offset,
             limit,
         };
-        let too_long: Vec<Failure> = [
-            ("recipient_peer", &query.recipient_peer),
-            ("sender_peer", &query.sender_peer),
-        ]
-        .into_iter()
-        .filter_map(|(name, value)| {
-            let value = value.as_deref()?;
-            (value.chars().count() > PEER_CHARS)
-                .then(|| Failure::string_too_long(name, value, PEER_CHARS))
-        })
-        .collect();
-        if !too_long.is_empty() {
-            return Err(ContinuityError::invalid(format!(
-                "Invalid coordination handoff query: {}",
-                validation_error("CoordinationHandoffQueryRequest", &too_long)
-            )));
-        }
+        super::filters_too_long(
+            "Invalid coordination handoff query",
+            "CoordinationHandoffQueryRequest",
+            &[
+                ("recipient_peer", &query.recipient_peer),
+                ("sender_peer", &query.sender_peer),
+            ],
+            PEER_CHARS,
+        )?;
         if query.recipient_peer.is_none() && query.sender_peer.is_none() {
             return Err(ContinuityError::invalid(
                 "recipient_peer or sender_peer is required",

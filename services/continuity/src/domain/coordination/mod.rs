@@ -93,6 +93,32 @@ pub fn validated_query(
     }
 }
 
+/// The original's 400 for query filters over `max` characters: its request model
+/// (`model`), built from the parameters, raises for each such filter in field order, and the
+/// route reports pydantic's text after `prefix`.
+pub fn filters_too_long(
+    prefix: &str,
+    model: &str,
+    filters: &[(&str, &Option<String>)],
+    max: usize,
+) -> Result<(), ContinuityError> {
+    let too_long: Vec<report::Failure> = filters
+        .iter()
+        .filter_map(|(name, value)| {
+            let value = value.as_deref()?;
+            (value.chars().count() > max)
+                .then(|| report::Failure::string_too_long(name, value, max))
+        })
+        .collect();
+    if too_long.is_empty() {
+        return Ok(());
+    }
+    Err(ContinuityError::invalid(format!(
+        "{prefix}: {}",
+        report::validation_error(model, &too_long)
+    )))
+}
+
 /// A string field of a validated object (`None` when absent or null).
 pub fn text(object: &JsonObject, key: &str) -> Option<String> {
     object.get(key).and_then(Json::as_str).map(str::to_owned)

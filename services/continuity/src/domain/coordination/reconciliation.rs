@@ -557,6 +557,9 @@ pub fn resolve(
     Ok(Resolved::Updated(Reconciliation { document: d }))
 }
 
+/// The longest query filter the original's model takes.
+const FILTER_CHARS: usize = 200;
+
 /// A reconciliation query: its filters and page.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReconciliationQuery {
@@ -586,6 +589,17 @@ impl ReconciliationQuery {
             offset,
             limit,
         };
+        super::filters_too_long(
+            "Invalid reconciliation query",
+            "CoordinationReconciliationQueryRequest",
+            &[
+                ("owner_peer", &query.owner_peer),
+                ("claimant_peer", &query.claimant_peer),
+                ("task_id", &query.task_id),
+                ("thread_id", &query.thread_id),
+            ],
+            FILTER_CHARS,
+        )?;
         let none = [
             &query.owner_peer,
             &query.claimant_peer,

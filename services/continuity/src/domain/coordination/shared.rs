@@ -311,6 +311,9 @@ pub fn update(
     Ok(Shared { document: d })
 }
 
+/// The longest query filter the original's model takes.
+const FILTER_CHARS: usize = 200;
+
 /// A shared query: its filters and page.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SharedQuery {
@@ -336,6 +339,17 @@ impl SharedQuery {
             offset,
             limit,
         };
+        super::filters_too_long(
+            "Invalid shared coordination query",
+            "CoordinationSharedQueryRequest",
+            &[
+                ("owner_peer", &query.owner_peer),
+                ("participant_peer", &query.participant_peer),
+                ("task_id", &query.task_id),
+                ("thread_id", &query.thread_id),
+            ],
+            FILTER_CHARS,
+        )?;
         if query.owner_peer.is_none()
             && query.participant_peer.is_none()
             && query.task_id.is_none()
