@@ -442,6 +442,17 @@ async fn token_lifecycle_on_cognirelay_routes(cluster: &TestCluster) {
         (&json!(1), &json!(0), &json!(false))
     );
     assert_eq!(again["tokens"][0]["revoked_reason"], Value::Null);
+    let (status, error) = post(
+        cluster,
+        owner_token,
+        "/v1/security/tokens/rotate",
+        json!({"token_id": new_id}),
+    )
+    .await;
+    assert_eq!(
+        (status, error),
+        (409, json!({"detail": "Token is already revoked"}))
+    );
 
     // A peer id revokes all of the peer's tokens only with revoke_all_for_peer, as in the
     // original; alone it names no token.

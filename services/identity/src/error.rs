@@ -20,6 +20,9 @@ pub enum IdentityError {
     KeyMismatch { agent_id: String },
     #[error("{0}")]
     FailedPrecondition(String),
+    /// A revoked token asked to be rotated (CogniRelay's 409 `Token is already revoked`).
+    #[error("token {token_id:?} is revoked and cannot be rotated")]
+    TokenRevoked { token_id: String },
     #[error("{0}")]
     Unauthenticated(String),
     #[error("{0}")]
@@ -62,6 +65,7 @@ impl ServiceError for IdentityError {
             }
             IdentityError::KeyMismatch { .. }
             | IdentityError::FailedPrecondition(_)
+            | IdentityError::TokenRevoked { .. }
             | IdentityError::SigningRequestExpired
             | IdentityError::SigningRequestCompleted => ErrorCode::FailedPrecondition,
             IdentityError::Unauthenticated(_) => ErrorCode::Unauthenticated,
@@ -84,6 +88,7 @@ impl ServiceError for IdentityError {
             IdentityError::SigningRequestExpired => Reason::SigningRequestExpired,
             IdentityError::SigningRequestCompleted => Reason::SigningRequestCompleted,
             IdentityError::SigningRequestLimit { .. } => Reason::RateLimited,
+            IdentityError::TokenRevoked { .. } => Reason::TokenRevoked,
             _ => Reason::generic(self.code()),
         }
     }

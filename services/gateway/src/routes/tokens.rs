@@ -8,7 +8,7 @@ use noema_proto::identity::v1 as pb;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
-use noema_core::ErrorCode;
+use noema_core::{ErrorCode, Reason};
 
 use super::continuity::original;
 use crate::error::{ApiError, ErrorStyle};
@@ -88,12 +88,18 @@ fn refused(code: ErrorCode, status: u16, detail: &str) -> ApiError {
     )
 }
 
-/// No token matched: the original's 404 (the service's answer otherwise).
+/// The original's refusals for what the service found: no token matched (404), the token
+/// to rotate is revoked (409); the service's answer otherwise.
 fn not_matched(status: tonic::Status) -> ApiError {
-    if status.code() == tonic::Code::NotFound {
-        refused(ErrorCode::NotFound, 404, "Token entry not found")
-    } else {
-        ApiError::from(status)
+    let error = ApiError::from(status);
+    match (error.0.code, error.0.reason) {
+        (ErrorCode::NotFound, _) => refused(ErrorCode::NotFound, 404, "Token entry not found"),
+        (ErrorCode::FailedPrecondition, Reason::TokenRevoked) => refused(
+            ErrorCode::FailedPrecondition,
+            409,
+            "Token is already revoked",
+        ),
+        _ => error,
     }
 }
 
@@ -534,9 +540,10 @@ pub fn routes() -> Vec<Route> {
         )
         .calls("RotateToken")
         .status(404, "No token matched")
+        .status(409, "The token is already revoked")
         .status(
             422,
-            "The owner token cannot be rotated through the API, nor a revoked one",
+            "The owner token cannot be rotated through the API, nor an expired one",
         )
         .status(
             400,

@@ -440,6 +440,11 @@ pub fn check_rotatable(old: &TokenRecord, now: OffsetDateTime) -> Result<(), Ide
     if old.token_id == OWNER_TOKEN_ID {
         return Err(IdentityError::FailedPrecondition(OWNER_IMMUTABLE.into()));
     }
+    if old.status == TokenStatus::Revoked {
+        return Err(IdentityError::TokenRevoked {
+            token_id: old.token_id.clone(),
+        });
+    }
     if old.effective_status(now) != "active" {
         return Err(IdentityError::FailedPrecondition(format!(
             "token {:?} is {} and cannot be rotated",
