@@ -843,6 +843,23 @@ async fn shared_and_reconciliations(cluster: &TestCluster) {
         .await;
     assert_eq!(status, 422);
     assert_eq!(empty[0]["type"], "too_short");
+    // Left out, the list is required (the original stores nothing either: it defaults the
+    // list to [] unchecked and fails building the artifact, with a 500).
+    let (status, left_out) = t
+        .alice
+        .refused(
+            "/v1/coordination/shared/create",
+            json!({"title": "T", "constraints": ["c"]}),
+        )
+        .await;
+    assert_eq!(
+        (status, &left_out[0]["type"], &left_out[0]["loc"]),
+        (
+            422,
+            &json!("missing"),
+            &json!(["body", "participant_peers"])
+        )
+    );
 
     let (status, text) = t
         .alice

@@ -48,6 +48,8 @@ const fn field(name: &'static str, ty: Ty, required: bool) -> Field {
 pub static CREATE_REQUEST: Model = Model {
     name: "CoordinationSharedCreateRequest",
     fields: &[
+        // Required here: the original's request model defaults it to `[]` without checking
+        // the default, then fails building the artifact (which needs one) with a 500.
         field(
             "participant_peers",
             Ty::List {
@@ -55,7 +57,7 @@ pub static CREATE_REQUEST: Model = Model {
                 min: Some(1),
                 max: Some(8),
             },
-            false,
+            true,
         ),
         field("task_id", OPTIONAL_200, false),
         field("thread_id", OPTIONAL_200, false),
