@@ -509,6 +509,19 @@ async fn discovery_surfaces_come_from_the_live_tables() {
         .collect();
     assert_eq!(served, declared);
     assert!(served.contains("discovery.tools"));
+    // CogniRelay's keys first, in the original's order (§14), then Noema's by key.
+    let text = std::str::from_utf8(&first).unwrap();
+    assert!(
+        text.starts_with(r#"{"version":"1","features":{"continuity.read.startup_view":"#),
+        "{text}"
+    );
+    let positions: Vec<usize> = noema_gateway::features::COGNIRELAY_ORDER
+        .iter()
+        .map(|key| text.find(&format!("\"{key}\":")).unwrap())
+        .collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{text}");
+    let first_own = text.find("\"noema.").unwrap();
+    assert!(positions.iter().all(|p| *p < first_own), "{text}");
     for feature in table.iter().flat_map(|r| r.features.iter()) {
         assert_eq!(second["features"][feature.key]["summary"], feature.summary);
     }

@@ -11,6 +11,39 @@ const fn feature(key: &'static str, summary: &'static str) -> Feature {
 }
 
 // CogniRelay's keys.
+
+/// The order CogniRelay lists its keys in (`shared/compat/cognirelay.md` §14); the map
+/// lists them first, in this order, then Noema's own by key.
+pub const COGNIRELAY_ORDER: [&str; 18] = [
+    "continuity.read.startup_view",
+    "continuity.read.trust_signals",
+    "continuity.upsert.session_end_snapshot",
+    "continuity.read.salience_ranking",
+    "continuity.read.thread_identity",
+    "continuity.stable_preferences",
+    "continuity.upsert.preserve_mode",
+    "continuity.patch",
+    "continuity.lifecycle",
+    "context.retrieve.continuity_state",
+    "context.retrieve.graph_context",
+    "continuity.read.startup_graph_summary",
+    "schedule.one_shot_reminders",
+    "coordination.handoffs",
+    "coordination.shared_state",
+    "messaging.direct",
+    "peers.registry",
+    "discovery.tools",
+];
+
+/// Where `key` goes in the map: CogniRelay's keys by [`COGNIRELAY_ORDER`], then the rest.
+pub fn listing_rank(key: &str) -> (usize, &str) {
+    let rank = COGNIRELAY_ORDER
+        .iter()
+        .position(|k| *k == key)
+        .unwrap_or(COGNIRELAY_ORDER.len());
+    (rank, key)
+}
+
 pub const CONTINUITY_STARTUP_VIEW: Feature = feature(
     "continuity.read.startup_view",
     "Startup view on continuity reads: orientation extracted from the capsule",

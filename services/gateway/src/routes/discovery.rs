@@ -89,24 +89,53 @@ pub struct FeatureSummary {
     pub summary: &'static str,
 }
 
-/// `{"version": "1", "features": {key: {summary}}}`, feature keys sorted: the same bytes on
-/// every call of a build.
+/// `{"version": "1", "features": {key: {summary}}}`, CogniRelay's keys first in its order,
+/// then Noema's by key: the same bytes on every call of a build.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct CapabilitiesV1 {
     /// Changes only with an incompatible change of this shape.
     pub version: &'static str,
-    pub features: BTreeMap<&'static str, FeatureSummary>,
+    #[schemars(with = "BTreeMap<String, FeatureSummary>")]
+    pub features: FeatureMap,
+}
+
+/// Features as a JSON object, in the order of the list.
+#[derive(Debug)]
+pub struct FeatureMap(pub Vec<(&'static str, FeatureSummary)>);
+
+impl Serialize for FeatureMap {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, summary) in &self.0 {
+            map.serialize_entry(key, summary)?;
+        }
+        map.end()
+    }
+}
+
+/// The features of the routes this instance serves with their summaries, in the order
+/// they are listed ([`features::listing_rank`]).
+fn listed_features() -> Vec<(&'static str, &'static str)> {
+    let mut listed: Vec<(&'static str, &'static str)> = surfaces()
+        .features
+        .iter()
+        .map(|(key, summary)| (*key, *summary))
+        .collect();
+    listed.sort_by(|(a, _), (b, _)| features::listing_rank(a).cmp(&features::listing_rank(b)));
+    listed
 }
 
 /// The features of the routes this instance serves.
 pub fn capabilities_v1() -> CapabilitiesV1 {
     CapabilitiesV1 {
         version: "1",
-        features: surfaces()
-            .features
-            .iter()
-            .map(|(key, summary)| (*key, FeatureSummary { summary }))
-            .collect(),
+        features: FeatureMap(
+            listed_features()
+                .into_iter()
+                .map(|(key, summary)| (key, FeatureSummary { summary }))
+                .collect(),
+        ),
     }
 }
 
@@ -122,7 +151,7 @@ pub struct CapabilitiesLegacy {
 
 async fn get_capabilities() -> FastApiJson<CapabilitiesLegacy> {
     FastApiJson(CapabilitiesLegacy {
-        features: surfaces().features.keys().copied().collect(),
+        features: listed_features().into_iter().map(|(key, _)| key).collect(),
     })
 }
 
