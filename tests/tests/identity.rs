@@ -454,6 +454,47 @@ async fn token_lifecycle_on_cognirelay_routes(cluster: &TestCluster) {
         (409, json!({"detail": "Token is already revoked"}))
     );
 
+    // A digest no token can have matches none, as in the original (it compares).
+    for route in ["/v1/security/tokens/revoke", "/v1/security/tokens/rotate"] {
+        let (status, error) = post(
+            cluster,
+            owner_token,
+            route,
+            json!({"token_sha256": "sha256:zz"}),
+        )
+        .await;
+        assert_eq!(
+            (status, error),
+            (404, json!({"detail": "Token entry not found"})),
+            "{route}"
+        );
+    }
+    // Listing: pydantic's booleans, and a status no token has matches none.
+    let (status, error) = get(
+        cluster,
+        owner_token,
+        "/v1/security/tokens?include_inactive=maybe",
+    )
+    .await;
+    assert_eq!(
+        (status, error),
+        (
+            422,
+            json!({"detail": [{"type": "bool_parsing", "loc": ["query", "include_inactive"],
+                "msg": "Input should be a valid boolean, unable to interpret input",
+                "input": "maybe"}]})
+        )
+    );
+    let (status, listed) = get(
+        cluster,
+        owner_token,
+        "/v1/security/tokens?include_inactive=Y&status=bogus",
+    )
+    .await;
+    assert_eq!(
+        (status, listed),
+        (200, json!({"ok": true, "count": 0, "tokens": []}))
+    );
     // A peer id revokes all of the peer's tokens only with revoke_all_for_peer, as in the
     // original; alone it names no token.
     let mut peer_tokens = Vec::new();

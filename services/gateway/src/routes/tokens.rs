@@ -134,20 +134,65 @@ fn bare_sha256(value: Option<&str>) -> &str {
     value.strip_prefix("sha256:").unwrap_or(value)
 }
 
+/// The selector of one token (by id, else by digest), or the original's 400 when neither is
+/// given and its 404 for a digest no token can have (it compares, and nothing matches).
+fn one_token(token_id: Option<String>, sha256: Option<&str>) -> Result<(String, String), ApiError> {
+    let token_id = token_id.unwrap_or_default();
+    let sha256 = bare_sha256(sha256).to_owned();
+    if token_id.is_empty() {
+        if sha256.is_empty() {
+            return Err(refused(
+                ErrorCode::InvalidArgument,
+                400,
+                "Provide token_id or token_sha256",
+            ));
+        }
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(refused(ErrorCode::NotFound, 404, "Token entry not found"));
+        }
+    }
+    Ok((token_id, sha256))
+}
+
 /// `GET /v1/security/tokens` parameters.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TokensQuery {
     /// Only this peer's tokens
     #[serde(default)]
     pub peer_id: Option<String>,
-    /// active, revoked or expired
+    /// active, revoked or expired (another status matches no token)
     #[serde(default)]
-    #[schemars(extend("enum" = ["", "active", "revoked", "expired"]))]
     pub status: Option<String>,
-    /// true to include revoked and expired tokens
+    /// true to include revoked and expired tokens (pydantic's booleans: true/false, 1/0,
+    /// yes/no, on/off, t/f, y/n, in any case)
     #[serde(default)]
+    #[schemars(regex(pattern = QUERY_BOOLEAN))]
     pub include_inactive: Option<String>,
 }
+
+/// The booleans [`query_bool`] reads, in any case, as a pattern.
+const QUERY_BOOLEAN: &str = "^([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee]|1|0|[Yy][Ee][Ss]|[Nn][Oo]|[Oo][Nn]|[Oo][Ff][Ff]|[Tt]|[Ff]|[Yy]|[Nn])$";
+
+/// A query boolean as pydantic reads one (FastAPI's 422 `bool_parsing` otherwise).
+fn query_bool(name: &str, value: Option<&str>) -> Result<bool, ApiError> {
+    let Some(value) = value else {
+        return Ok(false);
+    };
+    match value.to_lowercase().as_str() {
+        "1" | "on" | "t" | "true" | "y" | "yes" => Ok(true),
+        "0" | "off" | "f" | "false" | "n" | "no" => Ok(false),
+        _ => Err(super::continuity::invalid_envelope(
+            "bool_parsing",
+            &serde_json::json!(["query", name]).to_string(),
+            "Input should be a valid boolean, unable to interpret input",
+            &serde_json::Value::from(value).to_string(),
+            None,
+        )),
+    }
+}
+
+/// A token status a listing can match: another matches none (the original compares it).
+const LISTED_STATUSES: [&str; 4] = ["", "active", "revoked", "expired"];
 
 /// CogniRelay's token list.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -161,17 +206,18 @@ async fn list_tokens(
     caller: Caller,
     LastQuery(query): LastQuery<TokensQuery>,
 ) -> FastApiAnswer<TokenList> {
-    let include_inactive = matches!(
-        query
-            .include_inactive
-            .as_deref()
-            .map(str::to_ascii_lowercase)
-            .as_deref(),
-        Some("true" | "1" | "yes")
-    );
+    let include_inactive = query_bool("include_inactive", query.include_inactive.as_deref())?;
+    let status = query.status.unwrap_or_default();
+    if !LISTED_STATUSES.contains(&status.as_str()) {
+        return Ok(FastApiJson(TokenList {
+            ok: true,
+            count: 0,
+            tokens: Vec::new(),
+        }));
+    }
     let request = pb::ListTokensRequest {
         peer_id: query.peer_id.unwrap_or_default(),
-        status: query.status.unwrap_or_default(),
+        status,
         include_inactive,
     };
     let tokens = caller
@@ -351,15 +397,7 @@ fn revocation(body: RevokeInput) -> Result<pb::RevokeTokenRequest, ApiError> {
             ..Default::default()
         });
     }
-    let token_id = body.token_id.unwrap_or_default();
-    let token_sha256 = bare_sha256(body.token_sha256.as_deref()).to_owned();
-    if token_id.is_empty() && token_sha256.is_empty() {
-        return Err(refused(
-            ErrorCode::InvalidArgument,
-            400,
-            "Provide token_id or token_sha256",
-        ));
-    }
+    let (token_id, token_sha256) = one_token(body.token_id, body.token_sha256.as_deref())?;
     Ok(pb::RevokeTokenRequest {
         token_id,
         token_sha256,
@@ -445,15 +483,7 @@ async fn rotate_token(
     JsonBody(body): JsonBody<RotateInput>,
 ) -> FastApiAnswer<Rotated> {
     check_ttl(body.ttl_seconds)?;
-    let token_id = body.token_id.unwrap_or_default();
-    let token_sha256 = bare_sha256(body.token_sha256.as_deref()).to_owned();
-    if token_id.is_empty() && token_sha256.is_empty() {
-        return Err(refused(
-            ErrorCode::InvalidArgument,
-            400,
-            "Provide token_id or token_sha256",
-        ));
-    }
+    let (token_id, token_sha256) = one_token(body.token_id, body.token_sha256.as_deref())?;
     let request = pb::RotateTokenRequest {
         token_id,
         token_sha256,
