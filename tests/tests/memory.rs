@@ -74,6 +74,15 @@ fn masked(body: &str) -> String {
     }
 }
 
+/// `GET /v1/read`'s answer, in the original's key order.
+fn read_answer(path: &str, content: &str) -> String {
+    format!(
+        r#"{{"ok":true,"path":{},"content":{}}}"#,
+        serde_json::to_string(path).unwrap(),
+        serde_json::to_string(content).unwrap()
+    )
+}
+
 async fn memory_files_search_and_isolation(cluster: &TestCluster) {
     let writer_token = cluster
         .issue_token("agent:writer", &["continuity:write"])
@@ -369,6 +378,64 @@ async fn memory_files_search_and_isolation(cluster: &TestCluster) {
         .into_inner()
         .token;
     let collaborator = Rest::new(cluster, &collaborator_token);
+
+    // A capsule's files read as the original keeps them (byte for byte from CogniRelay
+    // 1.4.15 for this capsule): the active file is the canonical JSON capsule_sha256 hashes,
+    // the fallback its snapshot envelope; only by the tenant, only within its namespaces.
+    let capsule = r#"{"subject_kind":"thread","subject_id":"pm","capsule":{"schema_version":"1.1","subject_kind":"thread","subject_id":"pm","updated_at":"2026-11-27T10:00:00Z","verified_at":"2026-11-27T10:00:00Z","verification_kind":"self_review","source":{"producer":"agent","update_reason":"manual","inputs":[]},"continuity":{"top_priorities":["a"],"active_concerns":[],"active_constraints":[],"open_loops":[],"stance_summary":"Working on it carefully.","drift_signals":[]},"confidence":{"continuity":0.8,"relationship_model":0.5},"attention_policy":{"early_load":[],"presence_bias_overrides":[]}}}"#;
+    let (status, upserted) = writer.post("/v1/continuity/upsert", capsule).await;
+    assert_eq!(status, 200, "{upserted}");
+    let upserted: Value = serde_json::from_str(&upserted).unwrap();
+    let active = r#"{"attention_policy":{"early_load":[],"presence_bias_overrides":[]},"canonical_sources":[],"confidence":{"continuity":0.8,"relationship_model":0.5},"continuity":{"active_concerns":[],"active_constraints":[],"curiosity_queue":[],"drift_signals":[],"long_horizon_commitments":[],"negative_decisions":[],"open_loops":[],"rationale_entries":[],"session_trajectory":[],"stance_summary":"Working on it carefully.","top_priorities":["a"],"trailing_notes":[],"working_hypotheses":[]},"metadata":{},"schema_version":"1.1","source":{"inputs":[],"producer":"agent","update_reason":"manual"},"stable_preferences":[],"subject_id":"pm","subject_kind":"thread","updated_at":"2026-11-27T10:00:00Z","verification_kind":"self_review","verified_at":"2026-11-27T10:00:00Z"}"#;
+    assert_eq!(
+        upserted["capsule_sha256"],
+        noema_core::content_id::sha256_hex(active.as_bytes())
+    );
+    assert_eq!(
+        writer
+            .get("/v1/read?path=memory/continuity/thread-pm.json")
+            .await,
+        (200, read_answer("memory/continuity/thread-pm.json", active))
+    );
+    let fallback = format!(
+        r#"{{"capsule":{active},"captured_at":"2026-11-27T10:00:00Z","health_status":"healthy","schema_type":"continuity_fallback_snapshot","schema_version":"1.1","source_path":"memory/continuity/thread-pm.json","verification_status":"unverified"}}"#
+    );
+    assert_eq!(
+        writer
+            .get("/v1/read?path=memory/continuity/fallback/thread-pm.json")
+            .await,
+        (
+            200,
+            read_answer("memory/continuity/fallback/thread-pm.json", &fallback)
+        )
+    );
+    for path in [
+        "memory/continuity/thread-nope.json",
+        "memory/continuity/THREAD-pm.json",
+    ] {
+        assert_eq!(
+            writer.get(&format!("/v1/read?path={path}")).await,
+            (404, r#"{"detail":"File not found"}"#.to_owned()),
+            "{path}"
+        );
+    }
+    assert_eq!(
+        stranger
+            .get("/v1/read?path=memory/continuity/thread-pm.json")
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        collaborator
+            .get("/v1/read?path=memory/continuity/thread-pm.json")
+            .await,
+        (
+            403,
+            r#"{"detail":"Read path namespace not allowed: memory/continuity/thread-pm.json"}"#
+                .to_owned()
+        )
+    );
     assert_eq!(
         paths(
             &collaborator

@@ -91,6 +91,21 @@ impl SubjectKey {
         format!("{CONTINUITY_DIR}/fallback/{}.json", self.stem())
     }
 
+    /// The subject whose active file (`false`) or fallback file (`true`) `path` (normalised)
+    /// names, if it names one: `memory/continuity[/fallback]/<kind>-<key>.json` with a key
+    /// in its normalised form.
+    pub fn of_capsule_file(path: &str) -> Option<(SubjectKey, bool)> {
+        let rest = path.strip_prefix(CONTINUITY_DIR)?.strip_prefix('/')?;
+        let (rest, fallback) = match rest.strip_prefix("fallback/") {
+            Some(rest) => (rest, true),
+            None => (rest, false),
+        };
+        let (kind, key) = rest.strip_suffix(".json")?.split_once('-')?;
+        let kind = SubjectKind::parse(kind)?;
+        let normal = normalize_subject_id(key).ok()?;
+        (normal == key).then(|| (SubjectKey { kind, key: normal }, fallback))
+    }
+
     /// `memory/continuity/archive/<kind>-<key>-<YYYYMMDDTHHMMSSZ>.json`.
     pub fn archive_path(&self, compact_timestamp: &str) -> String {
         format!(

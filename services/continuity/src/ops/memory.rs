@@ -12,6 +12,8 @@ use crate::domain::memory::{
     self, AppendRequest, Hit, MAX_PAYLOAD_BYTES, RecentRequest, SearchRequest, WriteRequest,
 };
 use crate::domain::request::parse_body;
+use crate::domain::subject::SubjectKey;
+use crate::domain::write::fallback_envelope;
 use crate::error::Error;
 use crate::store::{HitQuery, HitRow, MemoryChange, MemoryWrite};
 
@@ -149,10 +151,18 @@ impl Continuity {
         let requested = memory::read_path(&parse_body(body)?)?;
         caller.require(READ)?;
         caller.require_read_path(&requested)?;
+        let normalized = crate::domain::text::posix_normpath(&requested);
+        if let Some((subject, fallback)) = SubjectKey::of_capsule_file(&normalized) {
+            let content = self
+                .capsule_file(&caller.tenant, &subject, fallback)
+                .await?
+                .ok_or_else(|| ContinuityError::not_found("File not found"))?;
+            return Ok(bytes_of(&memory::read_body(&requested, &content)));
+        }
         let path = memory::document_path(&requested).map_err(|err| {
             // A managed path or a top-level directory is no document: it is not found, as
             // any other missing file (the original checks `is_file()`).
-            if memory::holds_no_document(&crate::domain::text::posix_normpath(&requested)) {
+            if memory::holds_no_document(&normalized) {
                 ContinuityError::not_found("File not found")
             } else {
                 err
@@ -164,6 +174,36 @@ impl Continuity {
             .await?
             .ok_or_else(|| ContinuityError::not_found("File not found"))?;
         Ok(bytes_of(&memory::read_body(&requested, &document.content)))
+    }
+
+    /// The text of a subject's capsule file as the original keeps it: the active capsule's
+    /// canonical JSON, or the fallback snapshot's envelope; `None` when there is none.
+    async fn capsule_file(
+        &self,
+        tenant: &str,
+        subject: &SubjectKey,
+        fallback: bool,
+    ) -> Result<Option<String>, Error> {
+        let Some(row) = self.store().subject(tenant, subject).await? else {
+            return Ok(None);
+        };
+        if !fallback {
+            return Ok(row
+                .active
+                .as_ref()
+                .map(|active| String::from_utf8_lossy(&active.capsule).into_owned()));
+        }
+        let Some((sequence, _)) = row.fallback.clone() else {
+            return Ok(None);
+        };
+        let key = (row.subject_kind.clone(), row.subject_key.clone(), sequence);
+        let stored = self.store().revisions(tenant, &[key]).await?;
+        Ok(stored.first().and_then(|(_, _, revision)| {
+            self.capsule(&revision.revision_id, &revision.capsule)
+                .map(|capsule| {
+                    canonical_json(&fallback_envelope(&capsule, &subject.active_path(), now()))
+                })
+        }))
     }
 
     /// `POST /v1/search`: the query's terms, any of them; best match first (or newest).
