@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use super::coordination::report::{Failure, validation_error};
 use super::error::ContinuityError;
 use super::json::{Json, JsonObject};
 use super::model::{
@@ -170,14 +171,10 @@ fn structured_item<T: serde::de::DeserializeOwned>(
     }
     let coerced =
         validate_at(model, &Json::from_value(value), &Default::default()).map_err(|errors| {
+            let failures: Vec<Failure> = errors.iter().map(Failure::of).collect();
             ContinuityError::Unhandled {
                 code: "ValidationError".to_owned(),
-                detail: format!(
-                    "{} validation error{} for {}",
-                    errors.len(),
-                    if errors.len() == 1 { "" } else { "s" },
-                    model.name
-                ),
+                detail: validation_error(model.name, &failures),
             }
         })?;
     from_coerced(&coerced)

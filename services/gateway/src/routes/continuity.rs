@@ -56,7 +56,7 @@ impl<M, S: Send + Sync> FromRequest<S> for Document<M> {
         let bytes = Bytes::from_request(request, state)
             .await
             .map_err(IntoResponse::into_response)?;
-        if !declared_json {
+        if !declared_json && !bytes.is_empty() {
             return Err(not_an_object(&bytes).into_response());
         }
         Ok(Document {
@@ -66,11 +66,12 @@ impl<M, S: Send + Sync> FromRequest<S> for Document<M> {
     }
 }
 
-/// Whether FastAPI reads the body as JSON: no content type, or `application/json` or
-/// `application/*+json` (parameters aside).
+/// Whether FastAPI (0.165, as CogniRelay 1.4.15 runs) reads the body as JSON: only under
+/// `application/json` or `application/*+json` (parameters aside); without a content type
+/// the model gets the raw text.
 fn declares_json(headers: &axum::http::HeaderMap) -> bool {
     let Some(value) = headers.get(axum::http::header::CONTENT_TYPE) else {
-        return true;
+        return false;
     };
     let media = value
         .to_str()

@@ -8,6 +8,7 @@ use noema_proto::identity::v1 as pb;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
+use noema_core::content_id::ContentId;
 use noema_core::{ErrorCode, Reason};
 
 use super::continuity::original;
@@ -53,10 +54,7 @@ impl From<pb::TokenMeta> for TokenMeta {
     fn from(meta: pb::TokenMeta) -> Self {
         let text = |s: String| (!s.is_empty()).then_some(s);
         let time = |t: Option<prost_types::Timestamp>| t.as_ref().map(rfc3339_seconds);
-        let token_sha256 = match meta.token_sha256.strip_prefix("sha256:") {
-            Some(hex) => hex.to_owned(),
-            None => meta.token_sha256,
-        };
+        let token_sha256 = ContentId::without_prefix(&meta.token_sha256).to_owned();
         TokenMeta {
             token_id: meta.token_id,
             peer_id: meta.peer_id,
@@ -130,28 +128,54 @@ fn check_ttl(ttl_seconds: Option<u64>) -> Result<(), ApiError> {
 
 /// A digest as the original reads it: trimmed, without `sha256:`; empty when none.
 fn bare_sha256(value: Option<&str>) -> &str {
-    let value = value.unwrap_or_default().trim();
-    value.strip_prefix("sha256:").unwrap_or(value)
+    ContentId::without_prefix(value.unwrap_or_default().trim())
 }
 
-/// The selector of one token (by id, else by digest), or the original's 400 when neither is
-/// given and its 404 for a digest no token can have (it compares, and nothing matches).
-fn one_token(token_id: Option<String>, sha256: Option<&str>) -> Result<(String, String), ApiError> {
-    let token_id = token_id.unwrap_or_default();
-    let sha256 = bare_sha256(sha256).to_owned();
-    if token_id.is_empty() {
-        if sha256.is_empty() {
-            return Err(refused(
+/// What a revoke or rotate names, as the original judges it. Its refusals come only after
+/// the service has checked that the caller may manage tokens (the original checks
+/// `admin:peers` first): the service is sent an empty selector, or the ill-formed digest,
+/// and its refusal of that is answered with the original's.
+struct Selector {
+    token_id: String,
+    token_sha256: String,
+    /// The original's refusal of this selector, if it refuses it.
+    refusal: Option<ApiError>,
+}
+
+impl Selector {
+    /// One token, by id, else by digest.
+    fn one(token_id: Option<String>, sha256: Option<&str>) -> Selector {
+        let token_id = token_id.unwrap_or_default();
+        let token_sha256 = bare_sha256(sha256).to_owned();
+        let refusal = if !token_id.is_empty() {
+            None
+        } else if token_sha256.is_empty() {
+            Some(refused(
                 ErrorCode::InvalidArgument,
                 400,
                 "Provide token_id or token_sha256",
-            ));
-        }
-        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(refused(ErrorCode::NotFound, 404, "Token entry not found"));
+            ))
+        } else if ContentId::from_hex(&token_sha256).is_err() {
+            // The original compares it with every stored digest: nothing matches.
+            Some(refused(ErrorCode::NotFound, 404, "Token entry not found"))
+        } else {
+            None
+        };
+        Selector {
+            token_id,
+            token_sha256,
+            refusal,
         }
     }
-    Ok((token_id, sha256))
+
+    /// The service's answer to a call with this selector: the original's refusal where
+    /// the service refused the selector itself.
+    fn judged(&self, status: tonic::Status) -> ApiError {
+        match &self.refusal {
+            Some(refusal) if status.code() == tonic::Code::InvalidArgument => refusal.clone(),
+            _ => not_matched(status),
+        }
+    }
 }
 
 /// `GET /v1/security/tokens` parameters.
@@ -378,44 +402,52 @@ pub struct Revoked {
     pub latest_commit: (),
 }
 
-/// The service's selector for `body`: a peer only when `revoke_all_for_peer` says so (a
-/// peer id beside a token id must not widen the revocation), else an id or a digest.
-fn revocation(body: RevokeInput) -> Result<pb::RevokeTokenRequest, ApiError> {
+/// The service's request for `body`: a peer only when `revoke_all_for_peer` says so (a
+/// peer id beside a token id must not widen the revocation), else an id or a digest; with
+/// the original's refusal of what it names, if any ([`Selector`]).
+fn revocation(body: RevokeInput) -> (pb::RevokeTokenRequest, Selector) {
     let reason = body.reason.unwrap_or_default();
     if body.revoke_all_for_peer {
         let peer_id = body.peer_id.unwrap_or_default();
-        if peer_id.is_empty() {
-            return Err(refused(
+        let refusal = peer_id.is_empty().then(|| {
+            refused(
                 ErrorCode::InvalidArgument,
                 400,
                 "peer_id is required when revoke_all_for_peer=true",
-            ));
-        }
-        return Ok(pb::RevokeTokenRequest {
+            )
+        });
+        let request = pb::RevokeTokenRequest {
             peer_id,
             reason,
             ..Default::default()
-        });
+        };
+        let selector = Selector {
+            token_id: String::new(),
+            token_sha256: String::new(),
+            refusal,
+        };
+        return (request, selector);
     }
-    let (token_id, token_sha256) = one_token(body.token_id, body.token_sha256.as_deref())?;
-    Ok(pb::RevokeTokenRequest {
-        token_id,
-        token_sha256,
+    let selector = Selector::one(body.token_id, body.token_sha256.as_deref());
+    let request = pb::RevokeTokenRequest {
+        token_id: selector.token_id.clone(),
+        token_sha256: selector.token_sha256.clone(),
         peer_id: String::new(),
         reason,
-    })
+    };
+    (request, selector)
 }
 
 async fn revoke_token(
     caller: Caller,
     JsonBody(body): JsonBody<RevokeInput>,
 ) -> FastApiAnswer<Revoked> {
-    let request = revocation(body)?;
+    let (request, selector) = revocation(body);
     let response = caller
         .identity()
         .revoke_token(caller.request(request))
         .await
-        .map_err(not_matched)?
+        .map_err(|status| selector.judged(status))?
         .into_inner();
     Ok(FastApiJson(Revoked {
         ok: true,
@@ -483,10 +515,10 @@ async fn rotate_token(
     JsonBody(body): JsonBody<RotateInput>,
 ) -> FastApiAnswer<Rotated> {
     check_ttl(body.ttl_seconds)?;
-    let (token_id, token_sha256) = one_token(body.token_id, body.token_sha256.as_deref())?;
+    let selector = Selector::one(body.token_id, body.token_sha256.as_deref());
     let request = pb::RotateTokenRequest {
-        token_id,
-        token_sha256,
+        token_id: selector.token_id.clone(),
+        token_sha256: selector.token_sha256.clone(),
         expires_at: timestamp_field("expires_at", body.expires_at.as_deref())?,
         scopes: body.scopes,
         read_namespaces: body.read_namespaces,
@@ -500,7 +532,7 @@ async fn rotate_token(
         .identity()
         .rotate_token(caller.request(request))
         .await
-        .map_err(not_matched)?
+        .map_err(|status| selector.judged(status))?
         .into_inner();
     Ok(FastApiJson(Rotated {
         ok: true,
@@ -700,54 +732,74 @@ mod tests {
     }
 
     /// A peer id widens a revocation to all of the peer's tokens only when
-    /// `revoke_all_for_peer` says so, as in the original.
+    /// `revoke_all_for_peer` says so, as in the original; what names no token is refused
+    /// with the original's text once the service has refused it.
     #[test]
     fn a_peer_id_alone_revokes_nothing() {
-        let detail = |err: ApiError| {
-            err.0
-                .metadata_value(noema_core::error::ORIGINAL_BODY_KEY)
-                .map(str::to_owned)
+        let refusal = |selector: &Selector| {
+            selector.refusal.as_ref().and_then(|err| {
+                err.0
+                    .metadata_value(noema_core::error::ORIGINAL_BODY_KEY)
+                    .map(str::to_owned)
+            })
         };
-        let peer_only = RevokeInput {
+        let (request, selector) = revocation(RevokeInput {
             peer_id: Some("peer-x".into()),
             ..Default::default()
-        };
+        });
+        assert_eq!(request.peer_id, "", "the peer is not sent");
         assert_eq!(
-            detail(revocation(peer_only).unwrap_err()).as_deref(),
+            refusal(&selector).as_deref(),
             Some(r#"{"detail":"Provide token_id or token_sha256"}"#)
         );
-        let all_without_peer = RevokeInput {
+        let refused = selector.judged(tonic::Status::invalid_argument("no selector"));
+        assert_eq!(
+            refused
+                .0
+                .metadata_value(noema_core::error::ORIGINAL_STATUS_KEY),
+            Some("400")
+        );
+        // A scope the caller lacks is the service's answer, not the refusal.
+        let denied = selector.judged(tonic::Status::permission_denied("missing scope"));
+        assert_eq!(denied.0.code, ErrorCode::PermissionDenied);
+        let (_, all_without_peer) = revocation(RevokeInput {
             revoke_all_for_peer: true,
             token_id: Some("t1".into()),
             ..Default::default()
-        };
+        });
         assert_eq!(
-            detail(revocation(all_without_peer).unwrap_err()).as_deref(),
+            refusal(&all_without_peer).as_deref(),
             Some(r#"{"detail":"peer_id is required when revoke_all_for_peer=true"}"#)
         );
-        let by_id = revocation(RevokeInput {
+        let (by_id, selector) = revocation(RevokeInput {
             token_id: Some("t1".into()),
             peer_id: Some("peer-x".into()),
             ..Default::default()
-        })
-        .unwrap();
+        });
         assert_eq!(
             (by_id.token_id.as_str(), by_id.peer_id.as_str()),
             ("t1", "")
         );
-        let by_digest = revocation(RevokeInput {
+        assert!(selector.refusal.is_none());
+        let (by_digest, _) = revocation(RevokeInput {
             token_sha256: Some(format!(" sha256:{} ", "0f".repeat(32))),
             ..Default::default()
-        })
-        .unwrap();
+        });
         assert_eq!(by_digest.token_sha256, "0f".repeat(32));
-        let all = revocation(RevokeInput {
+        let (_, malformed) = revocation(RevokeInput {
+            token_sha256: Some("sha256:zz".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            refusal(&malformed).as_deref(),
+            Some(r#"{"detail":"Token entry not found"}"#)
+        );
+        let (all, _) = revocation(RevokeInput {
             peer_id: Some("peer-x".into()),
             revoke_all_for_peer: true,
             token_id: Some("t1".into()),
             ..Default::default()
-        })
-        .unwrap();
+        });
         assert_eq!(
             (all.token_id.as_str(), all.peer_id.as_str()),
             ("", "peer-x")

@@ -3,6 +3,7 @@
 //! error detail when an artifact model refuses what the service built.
 
 use super::super::context::render::py_repr;
+use super::super::error::FieldError;
 use super::super::json::Json;
 
 /// The pydantic release whose error URLs the original's answers carry.
@@ -23,6 +24,17 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// An error the request-model interpreter found, located within its model.
+    pub fn of(error: &FieldError) -> Failure {
+        Failure {
+            loc: error.loc.dotted(),
+            msg: error.msg.clone(),
+            kind: error.kind,
+            input: error.input.clone(),
+            input_type: py_type(&error.input),
+        }
+    }
+
     /// A string longer than `max` characters.
     pub fn string_too_long(loc: &str, value: &str, max: usize) -> Failure {
         Failure {
@@ -113,5 +125,18 @@ mod tests {
             format!("'{}...{}'", "🙂".repeat(6), "🙂".repeat(5))
         );
         assert_eq!(shown("'short'"), "'short'");
+    }
+}
+
+/// The Python type name of a JSON value as `json.loads` gives it.
+fn py_type(value: &Json) -> &'static str {
+    match value {
+        Json::Null => "NoneType",
+        Json::Bool(_) => "bool",
+        Json::Number(n) if n.is_f64() => "float",
+        Json::Number(_) => "int",
+        Json::String(_) => "str",
+        Json::Array(_) => "list",
+        Json::Object(_) => "dict",
     }
 }
