@@ -403,3 +403,25 @@ impl PatchOutcome {
         Json::Object(body)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A structured value the model refuses: the original's 500 carries pydantic's whole
+    /// `str(exc)` (recorded from CogniRelay 1.4.15).
+    #[test]
+    fn a_refused_structured_value_reports_every_error() {
+        let err =
+            structured_item::<IdentityAnchor>(&IDENTITY_ANCHOR, &serde_json::json!({"kind": 1}))
+                .unwrap_err();
+        assert_eq!(
+            err,
+            ContinuityError::Unhandled {
+                code: "ValidationError".to_owned(),
+                detail: "2 validation errors for IdentityAnchor\nkind\n  Input should be a valid string [type=string_type, input_value=1, input_type=int]\n    For further information visit https://errors.pydantic.dev/2.14/v/string_type\nvalue\n  Field required [type=missing, input_value={'kind': 1}, input_type=dict]\n    For further information visit https://errors.pydantic.dev/2.14/v/missing".to_owned(),
+            }
+        );
+    }
+}

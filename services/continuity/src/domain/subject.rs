@@ -103,7 +103,7 @@ impl SubjectKey {
         let (kind, key) = rest.strip_suffix(".json")?.split_once('-')?;
         let kind = SubjectKind::parse(kind)?;
         let normal = normalize_subject_id(key).ok()?;
-        (normal == key).then(|| (SubjectKey { kind, key: normal }, fallback))
+        (normal == key).then_some((SubjectKey { kind, key: normal }, fallback))
     }
 
     /// `memory/continuity/archive/<kind>-<key>-<YYYYMMDDTHHMMSSZ>.json`.

@@ -101,6 +101,19 @@ pub fn shown(repr: &str) -> String {
     format!("{}...{}", &repr[..head], &repr[tail..])
 }
 
+/// The Python type name of a JSON value as `json.loads` gives it.
+fn py_type(value: &Json) -> &'static str {
+    match value {
+        Json::Null => "NoneType",
+        Json::Bool(_) => "bool",
+        Json::Number(n) if n.is_f64() => "float",
+        Json::Number(_) => "int",
+        Json::String(_) => "str",
+        Json::Array(_) => "list",
+        Json::Object(_) => "dict",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,18 +138,5 @@ mod tests {
             format!("'{}...{}'", "🙂".repeat(6), "🙂".repeat(5))
         );
         assert_eq!(shown("'short'"), "'short'");
-    }
-}
-
-/// The Python type name of a JSON value as `json.loads` gives it.
-fn py_type(value: &Json) -> &'static str {
-    match value {
-        Json::Null => "NoneType",
-        Json::Bool(_) => "bool",
-        Json::Number(n) if n.is_f64() => "float",
-        Json::Number(_) => "int",
-        Json::String(_) => "str",
-        Json::Array(_) => "list",
-        Json::Object(_) => "dict",
     }
 }
