@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::coordination::report::{Failure, validation_error};
+use super::coordination::report::{Failure, py_type, validation_error};
 use super::error::ContinuityError;
 use super::json::{Json, JsonObject};
 use super::model::{
@@ -165,7 +165,7 @@ fn structured_item<T: serde::de::DeserializeOwned>(
             code: "AttributeError".to_owned(),
             detail: format!(
                 "'{}' object has no attribute '{attribute}'",
-                py_type_name(value)
+                py_type(&Json::from_value(value))
             ),
         });
     }
@@ -178,18 +178,6 @@ fn structured_item<T: serde::de::DeserializeOwned>(
             }
         })?;
     from_coerced(&coerced)
-}
-
-fn py_type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "NoneType",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float",
-        Value::Number(_) => "int",
-        Value::String(_) => "str",
-        Value::Array(_) => "list",
-        Value::Object(_) => "dict",
-    }
 }
 
 fn no_match(action: &str, target: &str) -> ContinuityError {

@@ -102,7 +102,7 @@ pub fn shown(repr: &str) -> String {
 }
 
 /// The Python type name of a JSON value as `json.loads` gives it.
-fn py_type(value: &Json) -> &'static str {
+pub fn py_type(value: &Json) -> &'static str {
     match value {
         Json::Null => "NoneType",
         Json::Bool(_) => "bool",
