@@ -310,6 +310,23 @@ mod tests {
         Capsule::from_json_at(&Json::parse(body.as_bytes()).unwrap(), &Default::default()).unwrap()
     }
 
+    /// The archive's name keeps whole seconds, its `archived_at` the request's
+    /// microseconds, as the original's (`format_compact(now)`, `format_iso(now)`).
+    #[test]
+    fn an_archive_is_stamped_to_the_microsecond() {
+        let now = parse_iso("2026-06-01T00:00:00.123456Z").unwrap();
+        let subject = SubjectKey::new(SubjectKind::User, "ann").unwrap();
+        let (path, envelope) = archive_envelope(&subject, &capsule(), "o", "r", now);
+        assert_eq!(
+            path,
+            "memory/continuity/archive/user-ann-20260601T000000Z.json"
+        );
+        assert_eq!(
+            envelope.get("archived_at"),
+            Some(&Json::from("2026-06-01T00:00:00.123456Z"))
+        );
+    }
+
     #[test]
     fn the_drill_counts_every_tier_and_reports_bad_artifacts() {
         let now = parse_iso("2026-06-01T00:00:00Z").unwrap();

@@ -109,7 +109,7 @@ pub fn archive_envelope(
     reason: &str,
     now: OffsetDateTime,
 ) -> (String, Json) {
-    let now = super::timestamp::whole_seconds(now);
+    // `archived_at` keeps the request's microseconds, as the original's; the name does not.
     let path = subject.archive_path(&super::timestamp::format_compact(now));
     let mut envelope = JsonObject::new();
     envelope.insert("schema_type", Json::from("continuity_archive_envelope"));
