@@ -246,6 +246,17 @@ async fn openapi_documents_every_served_route(cluster: &TestCluster) {
             "{path}"
         );
     }
+    // A served path but for a trailing slash: Starlette's 307 to the served path.
+    let response = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(format!("{}/v1/capabilities/?x=1", cluster.rest_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 307);
+    assert_eq!(response.headers()["location"], "/v1/capabilities?x=1");
     // A body declared as something other than JSON is not read as JSON (FastAPI's 422,
     // recorded from CogniRelay 1.4.15); a query name given twice counts with its last value.
     let response = owner(cluster)

@@ -3,10 +3,12 @@
 //! `{"detail":"Method Not Allowed"}`; clients of the original read `detail`. A path is
 //! judged by the routes nearest to it (the most leading segments in common): where most of
 //! those are CogniRelay's, it gets FastAPI's body; elsewhere the status alone, as before.
+//! There, as Starlette does, a path that is served but for a trailing slash is redirected
+//! (307, which keeps the method and body) to the served path.
 
 use std::sync::LazyLock;
 
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{CONTENT_TYPE, LOCATION};
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
@@ -31,6 +33,14 @@ fn common(route: &[&str], path: &[&str]) -> usize {
         .zip(path)
         .take_while(|(r, p)| r == p || (r.starts_with('{') && r.ends_with('}')))
         .count()
+}
+
+/// Whether a route serves `path` (any method).
+fn served(path: &str) -> bool {
+    let path: Vec<&str> = segments(path).collect();
+    ROUTES
+        .iter()
+        .any(|(route, _)| route.len() == path.len() && common(route, &path) == path.len())
 }
 
 /// Whether most of the routes nearest to `path` are CogniRelay's.
@@ -68,6 +78,18 @@ fn answer(status: StatusCode, detail: &str, uri: &Uri) -> Response {
 
 /// A path no route serves.
 pub async fn not_found(uri: Uri) -> Response {
+    let path = uri.path();
+    if let Some(trimmed) = path.strip_suffix('/')
+        && !trimmed.is_empty()
+        && near_cognirelay(trimmed)
+        && served(trimmed)
+    {
+        let location = match uri.query() {
+            Some(query) => format!("{trimmed}?{query}"),
+            None => trimmed.to_owned(),
+        };
+        return (StatusCode::TEMPORARY_REDIRECT, [(LOCATION, location)]).into_response();
+    }
     answer(StatusCode::NOT_FOUND, "Not Found", &uri)
 }
 
@@ -94,5 +116,8 @@ mod tests {
         for path in ["/", "/nope", "/diaries/x/y/z/w", "/plan/x"] {
             assert!(!near_cognirelay(path), "{path}");
         }
+        assert!(served("/v1/capabilities"));
+        assert!(served("/v1/coordination/handoff/h-1"));
+        assert!(!served("/v1/coordination/handoff/h-1/nope"));
     }
 }
