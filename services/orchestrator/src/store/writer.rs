@@ -21,7 +21,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use noema_store::audit::AuditedTx;
-use noema_store::sql::{Builder, Engine};
+use noema_store::sql::{Builder, Engine, Row};
 use noema_store::{Backend, Database};
 use sqlx::pool::PoolConnection;
 use sqlx::{Pool, Sqlite};
@@ -459,12 +459,14 @@ async fn insert_approvals<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     rows: &[&ApprovalRow],
 ) -> Result<(), sqlx::Error> {
-    for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let mut statement = Builder::<D>::new(
-            "INSERT INTO approvals (request_id, seq, approval_object, approval_id, approver, \
+    insert_rows(
+        tx,
+        "INSERT INTO approvals (request_id, seq, approval_object, approval_id, approver, \
                  decision, signature, public_key, submitted_by, recorded_at) ",
-        );
-        statement.push_values(chunk, |row, a| {
+        "",
+        rows,
+        ROWS_PER_INSERT,
+        |row, a| {
             row.bind(&a.request_id)
                 .bind(a.seq)
                 .bind(&a.approval_object)
@@ -475,22 +477,23 @@ async fn insert_approvals<D: Engine>(
                 .bind(&a.public_key)
                 .bind(&a.submitted_by)
                 .bind(a.recorded_at);
-        });
-        statement.build().execute(tx.conn()).await?;
-    }
-    Ok(())
+        },
+    )
+    .await
 }
 
 async fn insert_gold_tasks<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     rows: &[&GoldTaskRow],
 ) -> Result<(), sqlx::Error> {
-    for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let mut statement = Builder::<D>::new(
-            "INSERT INTO gold_tasks (gold_id, plan_object, risk_object, trace_object, \
+    insert_rows(
+        tx,
+        "INSERT INTO gold_tasks (gold_id, plan_object, risk_object, trace_object, \
                  answer_pass, min_score, max_score, created_by, created_at) ",
-        );
-        statement.push_values(chunk, |row, g| {
+        "",
+        rows,
+        ROWS_PER_INSERT,
+        |row, g| {
             row.bind(&g.gold_id)
                 .bind(&g.plan_object)
                 .bind(&g.risk_object)
@@ -500,28 +503,48 @@ async fn insert_gold_tasks<D: Engine>(
                 .bind(g.max_score)
                 .bind(&g.created_by)
                 .bind(g.created_at);
-        });
-        statement.build().execute(tx.conn()).await?;
-    }
-    Ok(())
+        },
+    )
+    .await
 }
 
 async fn insert_items<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     rows: &[&ItemRow],
 ) -> Result<(), sqlx::Error> {
-    for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let mut statement = Builder::<D>::new(
-            "INSERT INTO evaluation_items (item_id, evaluator_id, target_id, gold, \
+    insert_rows(
+        tx,
+        "INSERT INTO evaluation_items (item_id, evaluator_id, target_id, gold, \
                  served_at) ",
-        );
-        statement.push_values(chunk, |row, i| {
+        "",
+        rows,
+        ROWS_PER_INSERT,
+        |row, i| {
             row.bind(&i.item_id)
                 .bind(&i.evaluator_id)
                 .bind(&i.target_id)
                 .bind(i.gold)
                 .bind(i.served_at);
-        });
+        },
+    )
+    .await
+}
+
+/// Writes `rows`, `per` rows to a statement: `head` (`INSERT INTO table (columns) `), each
+/// row's values as `bind` binds them, then `tail` (an `ON CONFLICT` clause, or nothing).
+async fn insert_rows<'r, D: Engine, T>(
+    tx: &mut AuditedTx<'_, D>,
+    head: &str,
+    tail: &str,
+    rows: &'r [&'r T],
+    per: usize,
+    bind: impl Fn(&mut Row<'_, 'r, D>, &'r T),
+) -> Result<(), sqlx::Error> {
+    for chunk in rows.chunks(per) {
+        let mut statement = Builder::<D>::new(head);
+        statement
+            .push_values(chunk, |row, item| bind(row, item))
+            .push(tail);
         statement.build().execute(tx.conn()).await?;
     }
     Ok(())
@@ -536,38 +559,13 @@ async fn upsert_requests<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     rows: &[&RequestRow],
 ) -> Result<(), sqlx::Error> {
-    for chunk in rows.chunks(BINDS_PER_UPSERT / 20) {
-        let mut statement = Builder::<D>::new(
-            "INSERT INTO requests (request_id, state, actor, version, head_hash, plan_object, \
+    insert_rows(
+        tx,
+        "INSERT INTO requests (request_id, state, actor, version, head_hash, plan_object, \
              rollback_declared, risk_object, risk_level, forbidden, approvals_required, \
              trace_object, trace_id, trace_status, reward_object, approval_count, \
              evaluation_count, waiting_since, created_at, updated_at) ",
-        );
-        statement
-            .push_values(chunk, |row, r| {
-                row.bind(&r.request_id)
-                    .bind(&r.state)
-                    .bind(&r.actor)
-                    .bind(r.version)
-                    .bind(&r.head_hash)
-                    .bind(&r.plan_object)
-                    .bind(r.rollback_declared)
-                    .bind(&r.risk_object)
-                    .bind(&r.risk_level)
-                    .bind(r.forbidden)
-                    .bind(r.approvals_required)
-                    .bind(&r.trace_object)
-                    .bind(&r.trace_id)
-                    .bind(&r.trace_status)
-                    .bind(&r.reward_object)
-                    .bind(r.approval_count)
-                    .bind(r.evaluation_count)
-                    .bind(r.waiting_since)
-                    .bind(r.created_at)
-                    .bind(r.updated_at);
-            })
-            .push(
-                " ON CONFLICT (request_id) DO UPDATE SET state = excluded.state, \
+        " ON CONFLICT (request_id) DO UPDATE SET state = excluded.state, \
                  actor = excluded.actor, version = excluded.version, \
                  head_hash = excluded.head_hash, plan_object = excluded.plan_object, \
                  rollback_declared = excluded.rollback_declared, \
@@ -580,10 +578,32 @@ async fn upsert_requests<D: Engine>(
                  evaluation_count = excluded.evaluation_count, \
                  waiting_since = excluded.waiting_since, created_at = excluded.created_at, \
                  updated_at = excluded.updated_at",
-            );
-        statement.build().execute(tx.conn()).await?;
-    }
-    Ok(())
+        rows,
+        BINDS_PER_UPSERT / 20,
+        |row, r| {
+            row.bind(&r.request_id)
+                .bind(&r.state)
+                .bind(&r.actor)
+                .bind(r.version)
+                .bind(&r.head_hash)
+                .bind(&r.plan_object)
+                .bind(r.rollback_declared)
+                .bind(&r.risk_object)
+                .bind(&r.risk_level)
+                .bind(r.forbidden)
+                .bind(r.approvals_required)
+                .bind(&r.trace_object)
+                .bind(&r.trace_id)
+                .bind(&r.trace_status)
+                .bind(&r.reward_object)
+                .bind(r.approval_count)
+                .bind(r.evaluation_count)
+                .bind(r.waiting_since)
+                .bind(r.created_at)
+                .bind(r.updated_at);
+        },
+    )
+    .await
 }
 
 /// The batch's last row of each evaluator, in one upsert per chunk.
@@ -591,31 +611,28 @@ async fn upsert_evaluators<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     rows: &[&EvaluatorRow],
 ) -> Result<(), sqlx::Error> {
-    for chunk in rows.chunks(BINDS_PER_UPSERT / 7) {
-        let mut statement = Builder::<D>::new(
-            "INSERT INTO evaluators (evaluator_id, version, votes, gold_attempts, gold_matches, \
+    insert_rows(
+        tx,
+        "INSERT INTO evaluators (evaluator_id, version, votes, gold_attempts, gold_matches, \
              consecutive_mismatches, updated_at) ",
-        );
-        statement
-            .push_values(chunk, |row, e| {
-                row.bind(&e.evaluator_id)
-                    .bind(e.version)
-                    .bind(e.votes)
-                    .bind(e.gold_attempts)
-                    .bind(e.gold_matches)
-                    .bind(e.consecutive_mismatches)
-                    .bind(e.updated_at);
-            })
-            .push(
-                " ON CONFLICT (evaluator_id) DO UPDATE SET version = excluded.version, \
+        " ON CONFLICT (evaluator_id) DO UPDATE SET version = excluded.version, \
                  votes = excluded.votes, gold_attempts = excluded.gold_attempts, \
                  gold_matches = excluded.gold_matches, \
                  consecutive_mismatches = excluded.consecutive_mismatches, \
                  updated_at = excluded.updated_at",
-            );
-        statement.build().execute(tx.conn()).await?;
-    }
-    Ok(())
+        rows,
+        BINDS_PER_UPSERT / 7,
+        |row, e| {
+            row.bind(&e.evaluator_id)
+                .bind(e.version)
+                .bind(e.votes)
+                .bind(e.gold_attempts)
+                .bind(e.gold_matches)
+                .bind(e.consecutive_mismatches)
+                .bind(e.updated_at);
+        },
+    )
+    .await
 }
 
 /// The batch's last reputation of each actor, in one upsert per chunk.
@@ -623,26 +640,23 @@ async fn upsert_reputations<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     rows: &[&ReputationRow],
 ) -> Result<(), sqlx::Error> {
-    for chunk in rows.chunks(BINDS_PER_UPSERT / 5) {
-        let mut statement = Builder::<D>::new(
-            "INSERT INTO reputations (actor_id, version, rep, last_reward_id, updated_at) ",
-        );
-        statement
-            .push_values(chunk, |row, r| {
-                row.bind(&r.actor_id)
-                    .bind(r.version)
-                    .bind(r.rep)
-                    .bind(&r.last_reward_id)
-                    .bind(r.updated_at);
-            })
-            .push(
-                " ON CONFLICT (actor_id) DO UPDATE SET version = excluded.version, \
+    insert_rows(
+        tx,
+        "INSERT INTO reputations (actor_id, version, rep, last_reward_id, updated_at) ",
+        " ON CONFLICT (actor_id) DO UPDATE SET version = excluded.version, \
                  rep = excluded.rep, last_reward_id = excluded.last_reward_id, \
                  updated_at = excluded.updated_at",
-            );
-        statement.build().execute(tx.conn()).await?;
-    }
-    Ok(())
+        rows,
+        BINDS_PER_UPSERT / 5,
+        |row, r| {
+            row.bind(&r.actor_id)
+                .bind(r.version)
+                .bind(r.rep)
+                .bind(&r.last_reward_id)
+                .bind(r.updated_at);
+        },
+    )
+    .await
 }
 
 /// A suite's change merged into the batch's: the baseline candidate is the best passing
@@ -717,36 +731,37 @@ async fn insert_objects<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     objects: &[&ObjectRow],
 ) -> Result<(), sqlx::Error> {
-    for chunk in objects.chunks(ROWS_PER_INSERT) {
-        let mut statement = Builder::<D>::new(
-            "INSERT INTO objects (content_id, object_type, object_id, schema_version, body, \
+    insert_rows(
+        tx,
+        "INSERT INTO objects (content_id, object_type, object_id, schema_version, body, \
              created_at) ",
-        );
-        statement
-            .push_values(chunk, |row, o| {
-                row.bind(&o.content_id)
-                    .bind(&o.object_type)
-                    .bind(&o.object_id)
-                    .bind(&o.schema_version)
-                    .bind(&o.body)
-                    .bind(o.created_at);
-            })
-            .push(" ON CONFLICT (content_id) DO NOTHING");
-        statement.build().execute(tx.conn()).await?;
-    }
-    Ok(())
+        " ON CONFLICT (content_id) DO NOTHING",
+        objects,
+        ROWS_PER_INSERT,
+        |row, o| {
+            row.bind(&o.content_id)
+                .bind(&o.object_type)
+                .bind(&o.object_id)
+                .bind(&o.schema_version)
+                .bind(&o.body)
+                .bind(o.created_at);
+        },
+    )
+    .await
 }
 
 async fn insert_events<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     events: &[&EventRow],
 ) -> Result<(), sqlx::Error> {
-    for chunk in events.chunks(ROWS_PER_INSERT) {
-        let mut statement = Builder::<D>::new(
-            "INSERT INTO request_events (request_id, seq, event_type, prev_state, next_state, \
+    insert_rows(
+        tx,
+        "INSERT INTO request_events (request_id, seq, event_type, prev_state, next_state, \
              meta, ts, prev_hash, hash) ",
-        );
-        statement.push_values(chunk, |row, e| {
+        "",
+        events,
+        ROWS_PER_INSERT,
+        |row, e| {
             row.bind(&e.request_id)
                 .bind(e.seq)
                 .bind(&e.event_type)
@@ -756,22 +771,23 @@ async fn insert_events<D: Engine>(
                 .bind(&e.ts)
                 .bind(&e.prev_hash)
                 .bind(&e.hash);
-        });
-        statement.build().execute(tx.conn()).await?;
-    }
-    Ok(())
+        },
+    )
+    .await
 }
 
 async fn insert_votes<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     votes: &[&VoteRow],
 ) -> Result<(), sqlx::Error> {
-    for chunk in votes.chunks(ROWS_PER_INSERT) {
-        let mut statement = Builder::<D>::new(
-            "INSERT INTO votes (vote_id, target_id, gold, seq, evaluator_id, eval_object, suite, \
+    insert_rows(
+        tx,
+        "INSERT INTO votes (vote_id, target_id, gold, seq, evaluator_id, eval_object, suite, \
              score, gate_passed, regression, suppressed, reason_codes, gold_matched, voted_at) ",
-        );
-        statement.push_values(chunk, |row, v| {
+        "",
+        votes,
+        ROWS_PER_INSERT,
+        |row, v| {
             row.bind(&v.vote_id)
                 .bind(&v.target_id)
                 .bind(v.gold)
@@ -786,10 +802,9 @@ async fn insert_votes<D: Engine>(
                 .bind(&v.reason_codes)
                 .bind(v.gold_matched)
                 .bind(v.voted_at);
-        });
-        statement.build().execute(tx.conn()).await?;
-    }
-    Ok(())
+        },
+    )
+    .await
 }
 
 #[cfg(test)]
