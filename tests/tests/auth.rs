@@ -148,6 +148,7 @@ async fn every_rest_route_requires_a_token_and_its_scope(cluster: &TestCluster) 
         .await
         .unwrap();
     let mut checked = 0;
+    let mut cognirelay = 0;
     for (path, ops) in doc["paths"].as_object().unwrap() {
         // Any value fills a path parameter: authentication happens before validation.
         let concrete = concrete_path(path);
@@ -205,11 +206,9 @@ async fn every_rest_route_requires_a_token_and_its_scope(cluster: &TestCluster) 
                 status, 401,
                 "{method} {path} with a Basic authorization header (and a malformed body)"
             );
-            let status = send(client_as(&unrelated), "{}")
-                .await
-                .unwrap()
-                .status()
-                .as_u16();
+            let refused = send(client_as(&unrelated), "{}").await.unwrap();
+            let status = refused.status().as_u16();
+            let body = refused.text().await.unwrap();
             // These two need only a valid token: /crypto/identity answers who it is, and
             // the MCP endpoint lists and calls only the tools the token's scopes allow
             // (tests/tests/mcp.rs checks that).
@@ -218,9 +217,26 @@ async fn every_rest_route_requires_a_token_and_its_scope(cluster: &TestCluster) 
                     status, 403,
                     "{method} {path} with a token lacking the scope"
                 );
+                // CogniRelay's routes answer as the original does, naming its scope.
+                if op["responses"]["403"]["content"]["application/json"]["schema"]["$ref"]
+                    == "#/components/schemas/CogniRelayError"
+                {
+                    let required = op["x-required-scope"].as_str().unwrap();
+                    let scope = noema_core::scopes::cognirelay_scope(required);
+                    assert_eq!(
+                        body,
+                        format!(r#"{{"detail":"Missing scope: {scope}"}}"#),
+                        "{method} {path} with a token lacking {required}"
+                    );
+                    cognirelay += 1;
+                }
             }
             checked += 1;
         }
     }
     assert!(checked >= 12, "only {checked} protected routes found");
+    assert!(
+        cognirelay >= 40,
+        "only {cognirelay} CogniRelay routes checked"
+    );
 }

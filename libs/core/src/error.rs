@@ -199,6 +199,9 @@ reasons! {
     IdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED",
     /// The path is outside the token's read or write namespaces (CogniRelay's 403).
     NamespaceDenied = "NAMESPACE_DENIED",
+    /// The token lacks the scope the call needs; metadata [`REQUIRED_SCOPE_KEY`] names the
+    /// scopes any one of which would do, `|`-separated.
+    ScopeMissing = "SCOPE_MISSING",
     /// Another attempt holds the world's lease (the world kernel's 409); retry when it ends.
     LeaseHeld = "LEASE_HELD",
     /// A component is not valid on its own; metadata `path` names the first problem.
@@ -216,6 +219,10 @@ reasons! {
     /// An expired token (a 401).
     TokenExpired = "TOKEN_EXPIRED",
 }
+
+/// `ErrorInfo.metadata` key of a [`Reason::ScopeMissing`] failure: the scopes any one of
+/// which the call accepts, `|`-separated (an RPC's declared `required_scope`).
+pub const REQUIRED_SCOPE_KEY: &str = "required_scope";
 
 /// The ledger's text for [`Reason::SystemStopped`] (open-cognition's own words), shared by
 /// the ledger and by the gateway, which answers it before decoding a write.

@@ -127,6 +127,21 @@ pub fn is_known_scope(scope: &str) -> bool {
     known_scopes().iter().any(|s| s == scope)
 }
 
+/// The CogniRelay scope to name when a token lacks `required` (alternatives, `|`-separated,
+/// as an RPC declares them): the first of CogniRelay's own names among them; for a call
+/// that only an admin level allows, CogniRelay's superuser scope (the original guards its
+/// token and peer administration with it); else `required` as it is.
+pub fn cognirelay_scope(required: &str) -> &str {
+    let mut alternatives = required.split('|');
+    if let Some(own) = alternatives.clone().find(|s| COGNIRELAY_SCOPES.contains(s)) {
+        return own;
+    }
+    if alternatives.any(|s| s.ends_with(":admin")) {
+        return SUPERUSER_SCOPE;
+    }
+    required
+}
+
 /// Every scope except the superuser one: what a token gets when none are asked for.
 pub fn default_scopes() -> Vec<String> {
     known_scopes()
@@ -263,6 +278,17 @@ mod tests {
             superuser: false,
             tenant: "p".into(),
         }
+    }
+
+    #[test]
+    fn cognirelay_names_the_first_of_its_own_scopes_or_its_superuser() {
+        assert_eq!(
+            cognirelay_scope("continuity:write|write:projects|write:journal"),
+            "write:projects"
+        );
+        assert_eq!(cognirelay_scope("continuity:read|search"), "search");
+        assert_eq!(cognirelay_scope("identity:admin"), SUPERUSER_SCOPE);
+        assert_eq!(cognirelay_scope("ledger:write"), "ledger:write");
     }
 
     #[test]

@@ -54,6 +54,7 @@ impl ServiceError for AuthError {
             AuthError::Missing => Reason::TokenMissing,
             AuthError::Malformed => Reason::TokenMalformed,
             AuthError::Rejected(rejection) => rejection.reason(),
+            AuthError::MissingScope { .. } => Reason::ScopeMissing,
             other => Reason::generic(other.code()),
         }
     }
@@ -61,7 +62,7 @@ impl ServiceError for AuthError {
     fn metadata(&self) -> Vec<(&'static str, String)> {
         match self {
             AuthError::MissingScope { required, .. } => {
-                vec![("required_scope", required.clone())]
+                vec![(noema_core::error::REQUIRED_SCOPE_KEY, required.clone())]
             }
             _ => Vec::new(),
         }

@@ -9,8 +9,8 @@
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use noema_core::error::{ORIGINAL_BODY_KEY, ORIGINAL_STATUS_KEY};
-use noema_core::{ErrorCode, Failure, Reason};
+use noema_core::error::{ORIGINAL_BODY_KEY, ORIGINAL_STATUS_KEY, REQUIRED_SCOPE_KEY};
+use noema_core::{ErrorCode, Failure, Reason, scopes};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -62,13 +62,19 @@ pub fn response(failure: &Failure) -> Response {
     // A service's own 401 (a signed envelope that does not verify) carries its body.
     let own_body = failure.metadata_value(ORIGINAL_BODY_KEY).is_some();
     if failure.code == ErrorCode::Unauthenticated && !own_body {
-        let detail = serde_json::json!({"detail": unauthenticated_detail(failure.reason)});
-        return (
+        return bare_detail(
             StatusCode::UNAUTHORIZED,
-            [(CONTENT_TYPE, "application/json")],
-            detail.to_string(),
-        )
-            .into_response();
+            unauthenticated_detail(failure.reason),
+        );
+    }
+    // A token without the route's scope, refused before the service looked at the request:
+    // the original's `Missing scope: <s>`, naming its own scope.
+    if failure.reason == Reason::ScopeMissing && !own_body {
+        let required = failure
+            .metadata_value(REQUIRED_SCOPE_KEY)
+            .unwrap_or_default();
+        let detail = format!("Missing scope: {}", scopes::cognirelay_scope(required));
+        return bare_detail(StatusCode::FORBIDDEN, &detail);
     }
     let original = failure.metadata_value(ORIGINAL_BODY_KEY).zip(
         failure
@@ -88,6 +94,17 @@ pub fn response(failure: &Failure) -> Response {
             (status, crate::go_json::GoJson(body)).into_response()
         }
     }
+}
+
+/// FastAPI's `HTTPException` body: `{"detail": "…"}` alone.
+fn bare_detail(status: StatusCode, detail: &str) -> Response {
+    let body = serde_json::json!({ "detail": detail });
+    (
+        status,
+        [(CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 pub fn render(failure: &Failure) -> (StatusCode, CogniRelayError) {
@@ -137,6 +154,27 @@ mod tests {
         );
         let bad_time = ApiError::invalid("expires_at must be an RFC 3339 timestamp").0;
         assert_eq!(rendered(ErrorStyle::CogniRelay, &bad_time).0, 400);
+    }
+
+    #[tokio::test]
+    async fn a_missing_scope_names_cognirelays_scope_in_its_bare_detail() {
+        for (required, detail) in [
+            (
+                "continuity:write|write:projects",
+                "Missing scope: write:projects",
+            ),
+            ("identity:admin", "Missing scope: admin:peers"),
+        ] {
+            let failure = Failure::new(ErrorCode::PermissionDenied, "missing scope")
+                .with_reason(noema_core::Reason::ScopeMissing)
+                .with_metadata(noema_core::error::REQUIRED_SCOPE_KEY, required);
+            let response = ErrorStyle::CogniRelay.render(&failure);
+            assert_eq!(response.status().as_u16(), 403);
+            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            assert_eq!(bytes, format!(r#"{{"detail":"{detail}"}}"#).as_bytes());
+        }
     }
 
     #[tokio::test]
