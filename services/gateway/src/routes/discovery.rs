@@ -334,36 +334,109 @@ async fn contracts() -> FastApiJson<Value> {
     }))
 }
 
-async fn governance_policy() -> FastApiJson<Value> {
-    let templates: serde_json::Map<String, Value> = TOKEN_TEMPLATES
-        .iter()
-        .map(|t| {
-            (
-                t.name.to_owned(),
-                json!({
-                    "read_namespaces": t.read_namespaces,
-                    "scopes": t.scopes,
-                    "write_namespaces": t.write_namespaces,
-                }),
-            )
-        })
-        .collect();
-    FastApiJson(json!({
-        "ok": true,
-        "policy": {
-            "audit_retention": {"audit_logs": "append-only and hash-chained; never deleted"},
-            "authority_model": {
-                "description": "The owner token (admin:peers) is the only issuer of tokens; tokens are stored only as SHA-256.",
-                "issuer": "owner",
+/// `GET /v1/governance/policy`'s body, its keys in the original's order (§13).
+#[derive(Serialize, JsonSchema)]
+struct GovernanceAnswer {
+    ok: bool,
+    policy: GovernancePolicy,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct GovernancePolicy {
+    schema_version: &'static str,
+    authority_model: AuthorityModel,
+    #[schemars(with = "BTreeMap<String, TemplateBody>")]
+    scope_templates: Templates,
+    incident_response: IncidentResponse,
+    audit_retention: AuditRetention,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct AuthorityModel {
+    issuer: &'static str,
+    description: &'static str,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct IncidentResponse {
+    token_compromise: [&'static str; 3],
+    agent_key_compromise: [&'static str; 2],
+}
+
+/// The original's retention periods in days; null, as Noema's audit logs are append-only
+/// and hash-chained, never pruned: there is no period to state.
+#[derive(Serialize, JsonSchema)]
+struct AuditRetention {
+    api_audit_days: Option<u32>,
+    security_events_days: Option<u32>,
+    audit_logs: &'static str,
+}
+
+/// One token template, its keys in the original's order.
+#[derive(Serialize, JsonSchema)]
+struct TemplateBody {
+    scopes: &'static [&'static str],
+    read_namespaces: &'static [&'static str],
+    write_namespaces: &'static [&'static str],
+}
+
+/// The templates identity issues tokens with, as an object keyed by name: CogniRelay's two
+/// in its order, then Noema's own.
+struct Templates;
+
+/// CogniRelay's templates, in its order.
+const COGNIRELAY_TEMPLATES: [&str; 2] = ["collaboration_peer", "replication_peer"];
+
+impl Serialize for Templates {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let originals = COGNIRELAY_TEMPLATES
+            .iter()
+            .filter_map(|name| TOKEN_TEMPLATES.iter().find(|t| t.name == *name));
+        let own = TOKEN_TEMPLATES
+            .iter()
+            .filter(|t| !COGNIRELAY_TEMPLATES.contains(&t.name));
+        let mut map = serializer.serialize_map(Some(TOKEN_TEMPLATES.len()))?;
+        for t in originals.chain(own) {
+            let body = TemplateBody {
+                scopes: t.scopes,
+                read_namespaces: t.read_namespaces,
+                write_namespaces: t.write_namespaces,
+            };
+            map.serialize_entry(t.name, &body)?;
+        }
+        map.end()
+    }
+}
+
+async fn governance_policy() -> FastApiJson<GovernanceAnswer> {
+    FastApiJson(GovernanceAnswer {
+        ok: true,
+        policy: GovernancePolicy {
+            schema_version: "1.0",
+            authority_model: AuthorityModel {
+                issuer: "owner",
+                description: "The owner token (admin:peers) is the only issuer of tokens; tokens are stored only as SHA-256.",
             },
-            "incident_response": {
-                "agent_key_compromise": ["rotate the agent's key (signed by the current key)", "verify the agent's signature chain"],
-                "token_compromise": ["revoke impacted token(s)", "verify the audit chains", "issue replacement token(s)"],
+            scope_templates: Templates,
+            incident_response: IncidentResponse {
+                token_compromise: [
+                    "revoke impacted token(s)",
+                    "verify the audit chains",
+                    "issue replacement token(s)",
+                ],
+                agent_key_compromise: [
+                    "rotate the agent's key (signed by the current key)",
+                    "verify the agent's signature chain",
+                ],
             },
-            "schema_version": "1.0",
-            "scope_templates": templates,
+            audit_retention: AuditRetention {
+                api_audit_days: None,
+                security_events_days: None,
+                audit_logs: "append-only and hash-chained; never deleted",
+            },
         },
-    }))
+    })
 }
 
 async fn well_known_mcp() -> FastApiJson<Value> {
@@ -489,4 +562,62 @@ pub fn routes() -> Vec<Route> {
         )
         .public(),
     ]
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Top-level keys of a JSON object's text, in the order written.
+    fn keys_in_order(text: &str) -> Vec<String> {
+        let mut keys = Vec::new();
+        let mut de = serde_json::Deserializer::from_str(text);
+        struct Keys<'a>(&'a mut Vec<String>);
+        impl<'de> serde::de::Visitor<'de> for Keys<'_> {
+            type Value = ();
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+                while let Some(key) = map.next_key::<String>()? {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    self.0.push(key);
+                }
+                Ok(())
+            }
+        }
+        serde::Deserializer::deserialize_map(&mut de, Keys(&mut keys)).unwrap();
+        keys
+    }
+
+    #[tokio::test]
+    async fn the_governance_policy_keeps_cognirelays_keys_order_and_templates() {
+        let FastApiJson(answer) = governance_policy().await;
+        let policy = serde_json::to_string(&answer.policy).unwrap();
+        assert_eq!(
+            keys_in_order(&policy),
+            [
+                "schema_version",
+                "authority_model",
+                "scope_templates",
+                "incident_response",
+                "audit_retention"
+            ]
+        );
+        let templates = serde_json::to_string(&answer.policy.scope_templates).unwrap();
+        assert_eq!(
+            keys_in_order(&templates),
+            ["collaboration_peer", "replication_peer", "owner"]
+        );
+        // CogniRelay 1.4.15's two templates, as its /v1/governance/policy writes them.
+        assert!(templates.starts_with(
+            r#"{"collaboration_peer":{"scopes":["read:files","search","write:messages","write:projects"],"read_namespaces":["memory/coordination","messages","tasks"],"write_namespaces":["memory/coordination/handoffs","memory/coordination/shared","memory/coordination/reconciliations","messages","tasks"]},"replication_peer":{"scopes":["replication:sync","read:files","write:messages"],"read_namespaces":["*"],"write_namespaces":["archive","essays","journal","memory","messages","patches","peers","projects","runs","snapshots","tasks"]},"#
+        ));
+        let retention = serde_json::to_string(&answer.policy.audit_retention).unwrap();
+        assert_eq!(
+            keys_in_order(&retention)[..2],
+            ["api_audit_days", "security_events_days"]
+        );
+    }
 }
