@@ -396,6 +396,36 @@ async fn token_lifecycle_on_cognirelay_routes(cluster: &TestCluster) {
         rotated["from_token"]["revoked_reason"],
         format!("rotated_to:{new_id}")
     );
+    // A token id in use: the original's 409 on issue and on rotate, and nothing changes.
+    let (status, taken) = post(
+        cluster,
+        owner_token,
+        "/v1/security/tokens/issue",
+        json!({"peer_id": "peer:other", "token_id": new_id}),
+    )
+    .await;
+    assert_eq!(status, 409, "{taken}");
+    assert_eq!(
+        taken,
+        json!({"detail": format!("Token id already exists: {new_id}")})
+    );
+    let (status, taken) = post(
+        cluster,
+        owner_token,
+        "/v1/security/tokens/rotate",
+        json!({"token_id": new_id, "new_token_id": token_id}),
+    )
+    .await;
+    assert_eq!(status, 409, "{taken}");
+    assert_eq!(
+        taken,
+        json!({"detail": format!("Token id already exists: {token_id}")})
+    );
+    let (_, list) = get(cluster, owner_token, "/v1/security/tokens").await;
+    assert!(
+        !list.to_string().contains("peer:other"),
+        "a refused issue stored nothing: {list}"
+    );
     // Checked on an identity route: the identity service sees revocation at once (other
     // services within their cache TTL; see revocation_reaches_a_split_ledger).
     let (status, error) = get(cluster, &token, "/crypto/identity").await;

@@ -101,6 +101,19 @@ fn not_matched(status: tonic::Status) -> ApiError {
     }
 }
 
+/// The original's 409 for a token id another token has (`token_id` on issue,
+/// `new_token_id` on rotate); `error` otherwise.
+fn taken(error: ApiError, token_id: &str) -> ApiError {
+    if error.0.code == ErrorCode::AlreadyExists {
+        return refused(
+            ErrorCode::AlreadyExists,
+            409,
+            &format!("Token id already exists: {token_id}"),
+        );
+    }
+    error
+}
+
 /// pydantic's 422 for `ttl_seconds` outside `ge=1, le=31536000`.
 fn check_ttl(ttl_seconds: Option<u64>) -> Result<(), ApiError> {
     let max = noema_core::scopes::MAX_TOKEN_TTL_SECONDS;
@@ -354,10 +367,12 @@ async fn issue_token(
         template: body.template.unwrap_or_default(),
         tenant: body.tenant.unwrap_or_default(),
     };
+    let token_id = request.token_id.clone();
     let response = caller
         .identity()
         .issue_token(caller.request(request))
-        .await?
+        .await
+        .map_err(|status| taken(ApiError::from(status), &token_id))?
         .into_inner();
     Ok(FastApiJson(Issued {
         ok: true,
@@ -528,11 +543,12 @@ async fn rotate_token(
         new_token_id: body.new_token_id.unwrap_or_default(),
         reason: body.reason.unwrap_or_default(),
     };
+    let new_token_id = request.new_token_id.clone();
     let response = caller
         .identity()
         .rotate_token(caller.request(request))
         .await
-        .map_err(|status| selector.judged(status))?
+        .map_err(|status| taken(selector.judged(status), &new_token_id))?
         .into_inner();
     Ok(FastApiJson(Rotated {
         ok: true,
