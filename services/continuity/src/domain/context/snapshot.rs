@@ -1,7 +1,8 @@
 //! Context snapshots (`POST /v1/context/snapshot`, `GET /v1/context/snapshot/{id}`): the
 //! original's snapshot document (task, core memory, evidence items, open questions,
-//! provenance), stored immutably as its canonical JSON (RFC 8785) bytes and addressed by their
-//! sha256, so a later session reads exactly what an earlier one saw.
+//! provenance), stored immutably as the original writes it (its key order) and addressed by
+//! the sha256 of its canonical JSON (RFC 8785) bytes, which no key order changes, so a later
+//! session reads exactly what an earlier one saw and can check it.
 //!
 //! The original keeps snapshots as files in its git repository and can build one "as of" a
 //! commit or a time. Noema's stores keep no file history, so only `working_tree` (now) is
@@ -11,7 +12,7 @@ use noema_core::content_id::ContentId;
 use time::OffsetDateTime;
 
 use crate::domain::error::ContinuityError;
-use crate::domain::json::{Json, JsonObject};
+use crate::domain::json::{Json, JsonObject, to_py_json};
 use crate::domain::timestamp::{format_compact, format_iso};
 
 use super::bundle::{MemoryDocument, snippet_text};
@@ -30,9 +31,10 @@ pub struct NewSnapshot {
     pub snapshot_id: String,
     pub path: String,
     pub created_at: String,
-    /// The document's canonical JSON bytes (what is stored and read back).
+    /// The document as the original writes it (compact, its key order): what is stored and
+    /// read back.
     pub body: Vec<u8>,
-    /// `sha256:<hex>` of `body`.
+    /// `sha256:<hex>` of the document's canonical JSON bytes.
     pub content_id: String,
     pub as_of: Json,
     pub item_count: usize,
@@ -144,8 +146,9 @@ pub fn new_snapshot(
     let digest = ContentId::of_bytes(&unnamed);
     let snapshot_id = format!("snap_{}_{}", format_compact(now), &digest.hex()[..8]);
     document.insert("snapshot_id", Json::from(snapshot_id.as_str()));
-    let body = canonical(&Json::Object(document))?;
-    let content_id = ContentId::of_bytes(&body).into_string();
+    let document = Json::Object(document);
+    let content_id = ContentId::of_bytes(&canonical(&document)?).into_string();
+    let body = to_py_json(&document).into_bytes();
     Ok(NewSnapshot {
         path: format!("{SNAPSHOT_DIR}/{snapshot_id}.json"),
         snapshot_id,
@@ -181,11 +184,17 @@ pub fn create_response(snapshot: &NewSnapshot, committed: bool) -> Json {
 }
 
 /// The read answer `{"ok":true,"snapshot":<the stored bytes>}`, the snapshot exactly as
-/// stored. A body that no longer matches its content id is refused (500), never served.
+/// stored. A body whose canonical bytes no longer match its content id is refused (500),
+/// never served. (Snapshots stored before the original's key order was kept are their
+/// canonical bytes themselves, which this check accepts too.)
 pub fn read_response(content_id: &str, body: &[u8]) -> Result<Vec<u8>, ContinuityError> {
+    let canonical_bytes = Json::parse(body)
+        .ok()
+        .and_then(|document| canonical(&document).ok());
     let matches = ContentId::parse_normalizing(content_id)
-        .map(|id| id.matches(body))
-        .unwrap_or(false);
+        .ok()
+        .zip(canonical_bytes)
+        .is_some_and(|(id, bytes)| id.matches(&bytes));
     if !matches {
         return Err(ContinuityError::Unhandled {
             code: "SnapshotIntegrityError".to_owned(),
@@ -249,10 +258,23 @@ mod tests {
         .unwrap();
         assert_eq!(a, b);
         assert!(a.snapshot_id.starts_with("snap_20260102T030405Z_"));
-        assert_eq!(a.content_id, ContentId::of_bytes(&a.body).into_string());
+        // Addressed by its canonical bytes, stored and read in the original's key order.
+        let document = Json::parse(&a.body).unwrap();
+        assert_eq!(
+            a.content_id,
+            ContentId::of_bytes(&canonical(&document).unwrap()).into_string()
+        );
         let read = read_response(&a.content_id, &a.body).unwrap();
-        assert!(read.starts_with(br#"{"ok":true,"snapshot":{"as_of":{"mode":"working_tree","value":null},"core_memory":[],"created_at":"2026-01-02T03:04:05Z""#));
+        let expected = format!(
+            r#"{{"ok":true,"snapshot":{{"schema_version":"1.0","snapshot_id":"{}","task":"why?","created_at":"2026-01-02T03:04:05Z","as_of":{{"mode":"working_tree","value":null}},"filters":{{"include_types":[],"limit":20,"include_core":true}},"core_memory":[],"items":[],"open_questions":[],"provenance":{{"source":"context_snapshot_create","service_version":"1"}}}}}}"#,
+            a.snapshot_id
+        );
+        assert_eq!(String::from_utf8(read).unwrap(), expected);
+        // The canonical bytes (how earlier snapshots were stored) read back too.
+        let canonical_body = canonical(&document).unwrap();
+        assert!(read_response(&a.content_id, &canonical_body).is_ok());
         assert!(read_response(&a.content_id, b"{}").is_err());
+        assert!(read_response(&a.content_id, b"not json").is_err());
     }
 
     #[test]
