@@ -342,6 +342,19 @@ async fn memory_files_search_and_isolation(cluster: &TestCluster) {
         rebuilt["incremental"],
         json!({"changed_count": 0, "removed_count": 0, "unchanged_count": 5})
     );
+    // The full rebuild answers the original's keys, without the incremental counts.
+    let rebuilt = writer.json("/v1/index/rebuild", json!({})).await;
+    let keys: Vec<&str> = rebuilt
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["committed_files", "file_count", "latest_commit", "ok"]
+    );
+    assert_eq!(rebuilt["file_count"], 5);
 
     // Another tenant sees none of it.
     let stranger_token = cluster

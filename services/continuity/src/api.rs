@@ -311,7 +311,11 @@ impl ContinuityService for ContinuityApi {
         request: Request<pb::JsonRequest>,
     ) -> Result<Response<pb::JsonResponse>, Status> {
         let caller = caller(&request)?;
-        Ok(json(self.continuity.index_rebuild(&caller).await?))
+        Ok(json(
+            self.continuity
+                .index_rebuild(&caller, &request.get_ref().body)
+                .await?,
+        ))
     }
 
     async fn create_task(

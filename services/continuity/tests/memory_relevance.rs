@@ -220,7 +220,7 @@ async fn counted_relevance_is_fts5s_bm25() {
             .await
             .unwrap();
     });
-    h.continuity.index_rebuild(&a).await.unwrap();
+    h.continuity.index_rebuild(&a, b"").await.unwrap();
     let (totals_documents,): (i64,) = with_pool!(&h.db, |pool| {
         query("SELECT documents FROM memory_term_totals")
             .fetch_one(pool)

@@ -419,7 +419,7 @@ async fn rebuild_repairs_a_damaged_index(backend: Backend) {
     assert!(status["generated_at"].as_str().unwrap().ends_with('Z'));
 
     // Nothing to repair: the index was written with every document.
-    let clean = parse(&h.continuity.index_rebuild(&a).await.unwrap());
+    let clean = parse(&h.continuity.index_rebuild(&a, b"").await.unwrap());
     assert_eq!(
         clean["incremental"],
         json!({"changed_count": 0, "removed_count": 0, "unchanged_count": 3})
@@ -428,7 +428,7 @@ async fn rebuild_repairs_a_damaged_index(backend: Backend) {
     damage_index(&h, backend, "memory/core/b.md").await;
     let before = paths(&search(&h, &a, json!({"query": "beluga"})).await);
     assert!(before.is_empty(), "{before:?}");
-    let repaired = parse(&h.continuity.index_rebuild(&a).await.unwrap());
+    let repaired = parse(&h.continuity.index_rebuild(&a, b"").await.unwrap());
     assert_eq!(repaired["file_count"], 3);
     assert_eq!(
         repaired["incremental"],
@@ -549,7 +549,7 @@ async fn appends_are_read_searched_and_rebuilt_as_one_document(backend: Backend)
     assert_eq!(hit["snippet"], whole.snippet.as_str());
 
     // Nothing to repair after appends.
-    let clean = parse(&h.continuity.index_rebuild(&a).await.unwrap());
+    let clean = parse(&h.continuity.index_rebuild(&a, b"").await.unwrap());
     assert_eq!(
         clean["incremental"],
         json!({"changed_count": 0, "removed_count": 0, "unchanged_count": 1})
@@ -574,7 +574,7 @@ async fn appends_are_read_searched_and_rebuilt_as_one_document(backend: Backend)
         }
     });
     assert!(paths(&search(&h, &a, json!({"query": "x-ray"})).await).is_empty());
-    let repaired = parse(&h.continuity.index_rebuild(&a).await.unwrap());
+    let repaired = parse(&h.continuity.index_rebuild(&a, b"").await.unwrap());
     assert_eq!(
         repaired["incremental"],
         json!({"changed_count": 1, "removed_count": 0, "unchanged_count": 0})
@@ -617,7 +617,7 @@ async fn appends_are_read_searched_and_rebuilt_as_one_document(backend: Backend)
             .content,
         "{\"fresh\": \"start\"}\n{\"note\": \"seal\"}\n"
     );
-    let clean = parse(&h.continuity.index_rebuild(&a).await.unwrap());
+    let clean = parse(&h.continuity.index_rebuild(&a, b"").await.unwrap());
     assert_eq!(clean["incremental"]["changed_count"], 0);
 }
 

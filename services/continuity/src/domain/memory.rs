@@ -743,16 +743,20 @@ pub struct RebuildCounts {
 }
 
 /// `{ok, file_count, incremental:{changed_count, removed_count, unchanged_count},
-/// committed_files, latest_commit}`: no files are committed here (the index is rows).
-pub fn rebuild_body(file_count: i64, counts: RebuildCounts, latest: Option<&str>) -> Json {
-    let mut incremental = JsonObject::new();
-    incremental.insert("changed_count", Json::from(counts.changed));
-    incremental.insert("removed_count", Json::from(counts.removed));
-    incremental.insert("unchanged_count", Json::from(counts.unchanged));
+/// committed_files, latest_commit}`, without `incremental` for a full rebuild (`counts`
+/// None), as the original answers its two rebuilds: no files are committed here (the index
+/// is rows).
+pub fn rebuild_body(file_count: i64, counts: Option<RebuildCounts>, latest: Option<&str>) -> Json {
     let mut o = JsonObject::new();
     o.insert("ok", Json::Bool(true));
     o.insert("file_count", Json::from(file_count));
-    o.insert("incremental", Json::Object(incremental));
+    if let Some(counts) = counts {
+        let mut incremental = JsonObject::new();
+        incremental.insert("changed_count", Json::from(counts.changed));
+        incremental.insert("removed_count", Json::from(counts.removed));
+        incremental.insert("unchanged_count", Json::from(counts.unchanged));
+        o.insert("incremental", Json::Object(incremental));
+    }
     o.insert("committed_files", Json::Array(Vec::new()));
     o.insert("latest_commit", latest.map_or(Json::Null, Json::from));
     Json::Object(o)

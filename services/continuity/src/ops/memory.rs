@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{Continuity, audit, bytes_of, now};
 use crate::domain::access::{Caller, Need, READ};
 use crate::domain::error::ContinuityError;
-use crate::domain::json::canonical_json;
+use crate::domain::json::{Json, canonical_json};
 use crate::domain::memory::{
     self, AppendRequest, Hit, MAX_PAYLOAD_BYTES, RecentRequest, SearchRequest, WriteRequest,
 };
@@ -277,10 +277,15 @@ impl Continuity {
         )))
     }
 
-    /// `POST /v1/index/rebuild-incremental` (and `/v1/index/rebuild`): recovery. The index is
+    /// `POST /v1/index/rebuild-incremental` (and `/v1/index/rebuild`, whose body says
+    /// `{"full": true}` and whose answer has no incremental counts): recovery. The index is
     /// written with every document, so this finds nothing to do unless index rows were lost
     /// or damaged; it then rewrites them from the documents.
-    pub async fn index_rebuild(&self, caller: &Caller) -> Result<Vec<u8>, Error> {
+    pub async fn index_rebuild(&self, caller: &Caller, body: &[u8]) -> Result<Vec<u8>, Error> {
+        let full = !body.is_empty()
+            && parse_body(body)?
+                .get("full")
+                .is_some_and(|f| matches!(f, Json::Bool(true)));
         caller.require(INDEX)?;
         let at = now();
         let draft = audit(caller, "memory.index_rebuild", "index", json!({}));
@@ -291,7 +296,7 @@ impl Continuity {
         let state = self.store().memory_index_state(&caller.tenant).await?;
         Ok(bytes_of(&memory::rebuild_body(
             state.file_count,
-            counts,
+            (!full).then_some(counts),
             state.latest.as_ref().map(|(_, revision)| revision.as_str()),
         )))
     }

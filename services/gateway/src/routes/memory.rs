@@ -78,8 +78,19 @@ async fn index_status(caller: Caller) -> Passed {
     ))
 }
 
-async fn rebuild(caller: Caller) -> Passed {
+async fn rebuild_incremental(caller: Caller) -> Passed {
     let (mut client, request) = call(&caller, empty());
+    Ok(Original(
+        client.rebuild_index(request).await?.into_inner().body,
+    ))
+}
+
+/// The same repair, answered as the original's full rebuild (no `incremental` counts).
+async fn rebuild_full(caller: Caller) -> Passed {
+    let full = pb::JsonRequest {
+        body: br#"{"full":true}"#.to_vec(),
+    };
+    let (mut client, request) = call(&caller, full);
     Ok(Original(
         client.rebuild_index(request).await?.into_inner().body,
     ))
@@ -166,7 +177,7 @@ pub fn routes() -> Vec<Route> {
             "/v1/index/rebuild-incremental",
             "indexRebuildIncremental",
             "CogniRelay: repair the search index from the documents (recovery)",
-            rebuild,
+            rebuild_incremental,
         )
         .calls("RebuildIndex")
         .tool(
@@ -178,7 +189,7 @@ pub fn routes() -> Vec<Route> {
             "/v1/index/rebuild",
             "indexRebuild",
             "CogniRelay: rebuild the search index from the documents (recovery)",
-            rebuild,
+            rebuild_full,
         )
         .calls("RebuildIndex")
         .tool(
