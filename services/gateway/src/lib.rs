@@ -6,6 +6,7 @@ pub mod error;
 pub mod features;
 pub mod forward;
 pub mod go_json;
+pub mod key_order;
 pub mod mcp;
 pub mod object_body;
 pub mod openapi;

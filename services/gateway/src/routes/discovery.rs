@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 
 use crate::error::ErrorStyle;
 use crate::features;
+use crate::key_order::{KeyOrders, Ordered};
 use crate::mcp;
 use crate::reply::FastApiJson;
 use crate::route::{Access, Route, Routes, Verb};
@@ -251,10 +252,11 @@ pub fn discovery() -> Value {
         "entrypoints": entrypoints(),
         "ok": true,
         "protocol": {
-            "get_endpoint": {"allow": "POST", "path": mcp::PATH, "status": 405},
+            "get_endpoint": {"allow": "POST", "path": mcp::PATH, "posture": "deferred", "status": 405},
             "mcp_protocol_version": handshake,
             "name": "cognirelay-http",
-            "post_endpoint": {"method": "POST", "path": mcp::PATH},
+            "post_endpoint": {"method": "POST", "path": mcp::PATH, "posture": "active"},
+            "style": format!("mcp-{handshake}"),
             "supported_mcp_protocol_versions": versions,
             "transport": "streamable-http",
             "version": CONTRACT_VERSION,
@@ -262,8 +264,59 @@ pub fn discovery() -> Value {
     })
 }
 
-async fn get_discovery() -> FastApiJson<Value> {
-    FastApiJson(discovery())
+/// The original's key order of `/v1/discovery` (and the well-known copy).
+const DISCOVERY_ORDER: KeyOrders = &[
+    (
+        "",
+        &[
+            "ok",
+            "protocol",
+            "auth",
+            "entrypoints",
+            "agent_guidance",
+            "counts",
+        ],
+    ),
+    (
+        "/protocol",
+        &[
+            "name",
+            "style",
+            "version",
+            "transport",
+            "mcp_protocol_version",
+            "supported_mcp_protocol_versions",
+            "post_endpoint",
+            "get_endpoint",
+        ],
+    ),
+    ("/protocol/post_endpoint", &["path", "method", "posture"]),
+    (
+        "/protocol/get_endpoint",
+        &["path", "status", "allow", "posture"],
+    ),
+    ("/auth", &["type", "header", "notes"]),
+    (
+        "/entrypoints",
+        &[
+            "manifest",
+            "contracts",
+            "governance_policy",
+            "tools",
+            "workflows",
+            "mcp_rpc",
+            "mcp_well_known",
+        ],
+    ),
+    ("/agent_guidance", &["first_calls", "mcp_first_calls"]),
+    ("/counts", &["tools", "workflows"]),
+];
+
+async fn get_discovery() -> FastApiJson<Ordered> {
+    FastApiJson(Ordered {
+        value: discovery(),
+        orders: DISCOVERY_ORDER,
+    })
 }
 
 /// One tool of the catalog: its route, scope and input schema.
@@ -285,14 +338,37 @@ pub fn catalog() -> Vec<Value> {
         .collect()
 }
 
-async fn discovery_tools() -> FastApiJson<Value> {
+async fn discovery_tools() -> FastApiJson<Ordered> {
     let tools = catalog();
-    FastApiJson(json!({
-        "count": tools.len(),
-        "ok": true,
-        "protocol": {"name": "cognirelay-http", "version": CONTRACT_VERSION},
-        "tools": tools,
-    }))
+    const ORDER: KeyOrders = &[
+        ("", &["ok", "protocol", "count", "tools"]),
+        ("/protocol", &["name", "style", "version"]),
+        (
+            "/tools/*",
+            &[
+                "name",
+                "description",
+                "method",
+                "path",
+                "scopes",
+                "idempotent",
+                "input_schema",
+            ],
+        ),
+    ];
+    FastApiJson(Ordered {
+        value: json!({
+            "count": tools.len(),
+            "ok": true,
+            "protocol": {
+                "name": "cognirelay-http",
+                "style": format!("mcp-{}", mcp::handshake_version()),
+                "version": CONTRACT_VERSION,
+            },
+            "tools": tools,
+        }),
+        orders: ORDER,
+    })
 }
 
 /// `GET /v1/manifest`: every route with the scope it needs (null: none) and its tool.
@@ -314,24 +390,46 @@ pub fn manifest() -> Value {
     })
 }
 
-async fn get_manifest() -> FastApiJson<Value> {
-    FastApiJson(manifest())
+async fn get_manifest() -> FastApiJson<Ordered> {
+    const ORDER: KeyOrders = &[
+        ("", &["service", "version", "auth", "endpoints"]),
+        ("/auth", &["type", "header"]),
+    ];
+    FastApiJson(Ordered {
+        value: manifest(),
+        orders: ORDER,
+    })
 }
 
-async fn contracts() -> FastApiJson<Value> {
+async fn contracts() -> FastApiJson<Ordered> {
+    const ORDER: KeyOrders = &[
+        (
+            "",
+            &[
+                "ok",
+                "contract_version",
+                "compatibility",
+                "tool_catalog_hash",
+            ],
+        ),
+        ("/compatibility", &["policy", "breaking_change_rule"]),
+    ];
     let hash = noema_core::jcs::canonicalize(&Value::Array(catalog()))
         .map(|bytes| noema_core::content_id::sha256_hex(&bytes))
         .unwrap_or_default();
-    FastApiJson(json!({
-        "compatibility": {
-            "breaking_change_rule": "increment contract_version before breaking fields/methods",
-            "policy": "backward-compatible additive changes within same contract_version",
-        },
-        "contract_version": CONTRACT_VERSION,
-        "ok": true,
-        "openapi": "/openapi.json",
-        "tool_catalog_hash": hash,
-    }))
+    FastApiJson(Ordered {
+        value: json!({
+            "compatibility": {
+                "breaking_change_rule": "increment contract_version before breaking fields/methods",
+                "policy": "backward-compatible additive changes within same contract_version",
+            },
+            "contract_version": CONTRACT_VERSION,
+            "ok": true,
+            "openapi": "/openapi.json",
+            "tool_catalog_hash": hash,
+        }),
+        orders: ORDER,
+    })
 }
 
 /// `GET /v1/governance/policy`'s body, its keys in the original's order (§13).
@@ -439,8 +537,31 @@ async fn governance_policy() -> FastApiJson<GovernanceAnswer> {
     })
 }
 
-async fn well_known_mcp() -> FastApiJson<Value> {
-    FastApiJson(well_known_mcp_document())
+async fn well_known_mcp() -> FastApiJson<Ordered> {
+    const ORDER: KeyOrders = &[
+        (
+            "",
+            &[
+                "ok",
+                "protocol",
+                "transport",
+                "endpoint",
+                "contract_version",
+                "mcp_protocol_version",
+                "supported_mcp_protocol_versions",
+                "supplemental",
+                "get_endpoint",
+                "methods",
+                "auth",
+            ],
+        ),
+        ("/get_endpoint", &["path", "status", "allow"]),
+        ("/auth", &["type", "header"]),
+    ];
+    FastApiJson(Ordered {
+        value: well_known_mcp_document(),
+        orders: ORDER,
+    })
 }
 
 /// `GET /.well-known/mcp.json`.
@@ -589,6 +710,60 @@ mod tests {
         }
         serde::Deserializer::deserialize_map(&mut de, Keys(&mut keys)).unwrap();
         keys
+    }
+
+    #[tokio::test]
+    async fn discovery_documents_keep_cognirelays_key_order() {
+        let FastApiJson(discovery) = get_discovery().await;
+        let text = serde_json::to_string(&discovery).unwrap();
+        assert_eq!(
+            keys_in_order(&text),
+            [
+                "ok",
+                "protocol",
+                "auth",
+                "entrypoints",
+                "agent_guidance",
+                "counts"
+            ]
+        );
+        // The original's protocol block, as CogniRelay 1.4.15 writes it.
+        assert!(
+            text.contains(
+                r#""protocol":{"name":"cognirelay-http","style":"mcp-2025-11-25","version":"2026-02-25","transport":"streamable-http","mcp_protocol_version":"2025-11-25","supported_mcp_protocol_versions":["#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#""post_endpoint":{"path":"/v1/mcp","method":"POST","posture":"active"},"get_endpoint":{"path":"/v1/mcp","status":405,"allow":"POST","posture":"deferred"}}"#
+            ),
+            "{text}"
+        );
+        let FastApiJson(tools) = discovery_tools().await;
+        let text = serde_json::to_string(&tools).unwrap();
+        assert_eq!(keys_in_order(&text), ["ok", "protocol", "count", "tools"]);
+        assert!(text.contains(r#"{"name":"#), "{text}");
+        let FastApiJson(contracts) = contracts().await;
+        let text = serde_json::to_string(&contracts).unwrap();
+        assert_eq!(
+            keys_in_order(&text)[..4],
+            [
+                "ok",
+                "contract_version",
+                "compatibility",
+                "tool_catalog_hash"
+            ]
+        );
+        let FastApiJson(manifest) = get_manifest().await;
+        let text = serde_json::to_string(&manifest).unwrap();
+        assert_eq!(
+            keys_in_order(&text)[..4],
+            ["service", "version", "auth", "endpoints"]
+        );
+        let FastApiJson(well_known) = well_known_mcp().await;
+        let text = serde_json::to_string(&well_known).unwrap();
+        assert_eq!(keys_in_order(&text)[..3], ["ok", "protocol", "transport"]);
     }
 
     #[tokio::test]
