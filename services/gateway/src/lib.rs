@@ -152,6 +152,7 @@ pub fn route_table() -> Vec<route::Route> {
     routes.extend(routes::peers::routes());
     routes.extend(routes::coordination::routes());
     routes.extend(routes::messages::routes());
+    routes.extend(routes::metrics::routes());
     routes.extend(routes::schedule::routes());
     routes.extend(routes::backup::routes());
     routes.extend(mcp::routes());

@@ -16,6 +16,7 @@ pub mod ledger;
 pub mod ledger_objects;
 pub mod memory;
 pub mod messages;
+pub mod metrics;
 pub mod moltnet;
 pub mod ops;
 pub mod orchestrator;
