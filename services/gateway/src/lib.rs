@@ -157,6 +157,7 @@ pub fn route_table() -> Vec<route::Route> {
     routes.extend(routes::backup::routes());
     routes.extend(mcp::routes());
     routes.extend(routes::discovery::routes());
+    routes.extend(routes::workflows::routes());
     routes.extend(routes::help::routes());
     routes.extend(routes::world_components::routes());
     routes.extend(routes::world::routes());

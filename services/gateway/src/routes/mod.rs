@@ -26,5 +26,6 @@ pub mod schedule;
 pub mod signing;
 pub mod tasks;
 pub mod tokens;
+pub mod workflows;
 pub mod world;
 pub mod world_components;
