@@ -11,6 +11,7 @@ pub mod entries;
 pub mod feed;
 pub mod grants;
 pub mod help;
+pub mod help_guides;
 pub mod identity;
 pub mod ledger;
 pub mod ledger_objects;

@@ -157,11 +157,7 @@ pub fn routes() -> Vec<Route> {
                 get_workflows,
             )
             .public()
-            .feature(features::DISCOVERY_TOOLS)
-            .tool(
-                "system.discovery_workflows",
-                "Recommended sequences of tools for common jobs",
-            ),
+            .feature(features::DISCOVERY_TOOLS),
     ]
 }
 
