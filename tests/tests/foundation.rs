@@ -220,8 +220,9 @@ async fn openapi_documents_every_served_route(cluster: &TestCluster) {
             );
         }
     }
-    // Beside CogniRelay's routes, FastAPI's bodies for what is not served, and its `Allow`:
-    // the first route of the path's method, and no HEAD (recorded from CogniRelay 1.4.15).
+    // Beside CogniRelay's routes, FastAPI's bodies for what is not served, and its `Allow`
+    // without HEAD (recorded from CogniRelay 1.4.15); a path with two routes lists both
+    // (Starlette names only its first).
     const NOT_ALLOWED: &str = r#"{"detail":"Method Not Allowed"}"#;
     for (method, path, status, body, allow) in [
         (
@@ -250,7 +251,7 @@ async fn openapi_documents_every_served_route(cluster: &TestCluster) {
             "/v1/schedule/items",
             405,
             NOT_ALLOWED,
-            Some("POST"),
+            Some("POST, GET"),
         ),
         (
             reqwest::Method::HEAD,
@@ -265,13 +266,20 @@ async fn openapi_documents_every_served_route(cluster: &TestCluster) {
             "/v1/schedule/items",
             405,
             "",
-            Some("POST"),
+            Some("POST, GET"),
         ),
         (
             reqwest::Method::HEAD,
             "/v1/schedule/items/s-1",
             405,
             "",
+            Some("GET, PATCH"),
+        ),
+        (
+            reqwest::Method::OPTIONS,
+            "/v1/help/hooks",
+            405,
+            NOT_ALLOWED,
             Some("GET"),
         ),
     ] {

@@ -5,8 +5,10 @@
 //! those are CogniRelay's, it gets FastAPI's body; elsewhere the status alone, as before.
 //! There, as Starlette does, a path that is served but for a trailing slash is redirected
 //! (307, which keeps the method and body) to the served path; a 405 names in `Allow` the
-//! method of the first route (in table order) that serves the path, as Starlette names its
-//! first matching route's; and HEAD, which FastAPI's routes do not serve, is such a 405.
+//! methods the path's routes serve (not HEAD: FastAPI's routes do not serve it, and HEAD is
+//! such a 405). Starlette names only its first matching route's method, which differs on a
+//! path with two routes (`/v1/schedule/items`: `POST`); RFC 9110, and the OpenAPI checks CI
+//! runs, want them all.
 
 use std::sync::LazyLock;
 
@@ -38,18 +40,19 @@ fn common(route: &[&str], path: &[&str]) -> usize {
         .count()
 }
 
-/// The method of the first route that serves `path`, if one does.
-fn first_serving(path: &str) -> Option<Verb> {
+/// The methods of the routes that serve `path`, in table order.
+fn serving(path: &str) -> Vec<Verb> {
     let path: Vec<&str> = segments(path).collect();
     ROUTES
         .iter()
-        .find(|(route, _, _)| route.len() == path.len() && common(route, &path) == path.len())
+        .filter(|(route, _, _)| route.len() == path.len() && common(route, &path) == path.len())
         .map(|(_, _, verb)| *verb)
+        .collect()
 }
 
 /// Whether a route serves `path` (any method).
 fn served(path: &str) -> bool {
-    first_serving(path).is_some()
+    !serving(path).is_empty()
 }
 
 /// Whether most of the routes nearest to `path` are CogniRelay's.
@@ -105,13 +108,13 @@ pub async fn not_found(uri: Uri) -> Response {
 /// A served path asked with a method it does not serve.
 pub async fn method_not_allowed(uri: Uri) -> Response {
     let mut response = answer(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed", &uri);
-    if near_cognirelay(uri.path())
-        && let Some(verb) = first_serving(uri.path())
-    {
-        // Set here, axum keeps it rather than listing every method the path has.
-        response
-            .headers_mut()
-            .insert(ALLOW, axum::http::HeaderValue::from_static(verb.as_str()));
+    let verbs = serving(uri.path());
+    if near_cognirelay(uri.path()) && !verbs.is_empty() {
+        let allow: Vec<&str> = verbs.iter().map(|verb| verb.as_str()).collect();
+        // Set here, axum keeps it rather than adding HEAD.
+        if let Ok(value) = axum::http::HeaderValue::from_str(&allow.join(", ")) {
+            response.headers_mut().insert(ALLOW, value);
+        }
     }
     response
 }
@@ -137,9 +140,8 @@ mod tests {
         assert!(served("/v1/capabilities"));
         assert!(served("/v1/coordination/handoff/h-1"));
         assert!(!served("/v1/coordination/handoff/h-1/nope"));
-        // Starlette's `Allow`: the first route serving the path, in declaration order.
-        assert_eq!(first_serving("/v1/schedule/items"), Some(Verb::Post));
-        assert_eq!(first_serving("/v1/schedule/items/s-1"), Some(Verb::Get));
-        assert_eq!(first_serving("/v1/nope"), None);
+        assert_eq!(serving("/v1/schedule/items"), [Verb::Post, Verb::Get]);
+        assert_eq!(serving("/v1/schedule/items/s-1"), [Verb::Get, Verb::Patch]);
+        assert!(serving("/v1/nope").is_empty());
     }
 }
