@@ -220,32 +220,92 @@ async fn openapi_documents_every_served_route(cluster: &TestCluster) {
             );
         }
     }
-    // Beside CogniRelay's routes, FastAPI's bodies for what is not served.
-    for (method, path, status, body) in [
+    // Beside CogniRelay's routes, FastAPI's bodies for what is not served, and its `Allow`
+    // without HEAD (recorded from CogniRelay 1.4.15); a path with two routes lists both
+    // (Starlette names only its first).
+    const NOT_ALLOWED: &str = r#"{"detail":"Method Not Allowed"}"#;
+    for (method, path, status, body, allow) in [
         (
             reqwest::Method::GET,
             "/v1/continuity/nope",
             404,
             r#"{"detail":"Not Found"}"#,
+            None,
         ),
         (
             reqwest::Method::GET,
             "/v1/continuity/upsert",
             405,
-            r#"{"detail":"Method Not Allowed"}"#,
+            NOT_ALLOWED,
+            Some("POST"),
+        ),
+        (
+            reqwest::Method::DELETE,
+            "/v1/capabilities",
+            405,
+            NOT_ALLOWED,
+            Some("GET"),
+        ),
+        (
+            reqwest::Method::DELETE,
+            "/v1/schedule/items",
+            405,
+            NOT_ALLOWED,
+            Some("POST, GET"),
+        ),
+        (
+            reqwest::Method::HEAD,
+            "/v1/capabilities",
+            405,
+            "",
+            Some("GET"),
+        ),
+        (reqwest::Method::HEAD, "/v1/metrics", 405, "", Some("GET")),
+        (
+            reqwest::Method::HEAD,
+            "/v1/schedule/items",
+            405,
+            "",
+            Some("POST, GET"),
+        ),
+        (
+            reqwest::Method::HEAD,
+            "/v1/schedule/items/s-1",
+            405,
+            "",
+            Some("GET, PATCH"),
+        ),
+        (
+            reqwest::Method::OPTIONS,
+            "/v1/help/hooks",
+            405,
+            NOT_ALLOWED,
+            Some("GET"),
         ),
     ] {
         let response = owner(cluster)
-            .request(method, format!("{}{path}", cluster.rest_url))
+            .request(method.clone(), format!("{}{path}", cluster.rest_url))
             .send()
             .await
             .unwrap();
+        let allowed = response
+            .headers()
+            .get("allow")
+            .map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(allowed.as_deref(), allow, "{method} {path}");
         assert_eq!(
             (response.status().as_u16(), response.text().await.unwrap()),
             (status, body.to_owned()),
-            "{path}"
+            "{method} {path}"
         );
     }
+    // Noema's own routes still answer HEAD.
+    let response = owner(cluster)
+        .head(format!("{}/healthz", cluster.rest_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
     // A served path but for a trailing slash: Starlette's 307 to the served path.
     let response = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())

@@ -630,3 +630,193 @@ async fn discovery_surfaces_come_from_the_live_tables() {
     }
     cluster.shutdown().await.unwrap();
 }
+
+/// `"VERB /path"` and tool pairs, as the help guides list operations.
+fn operation_pairs(ops: &Value) -> Vec<(String, String)> {
+    ops.as_array()
+        .unwrap()
+        .chunks(2)
+        .map(|pair| {
+            (
+                pair[0].as_str().unwrap().to_owned(),
+                pair[1].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflows_and_help_guides_name_what_is_served() {
+    let cluster = cluster(Backend::Sqlite, Shape::AllInOne).await;
+    let table = noema_gateway::route_table();
+    let tools: BTreeSet<&str> = table
+        .iter()
+        .filter_map(|r| r.tool.map(|t| t.name))
+        .collect();
+    let route_of = |tool: &str| {
+        let route = table
+            .iter()
+            .find(|r| r.tool.map(|t| t.name) == Some(tool))
+            .unwrap_or_else(|| panic!("no tool {tool}"));
+        format!("{} {}", route.verb.as_str(), route.path)
+    };
+
+    // Workflows: every step a served tool, numbered from 1; listed and counted by discovery.
+    let (status, workflows) = get(&anonymous(), &cluster, "/v1/discovery/workflows").await;
+    assert_eq!(status, 200, "{workflows}");
+    let list = workflows["workflows"].as_array().unwrap();
+    assert_eq!(workflows["count"], list.len());
+    assert!(!list.is_empty());
+    for workflow in list {
+        for (i, step) in workflow["steps"].as_array().unwrap().iter().enumerate() {
+            assert_eq!(step["order"], i + 1, "{workflow}");
+            assert!(tools.contains(step["tool"].as_str().unwrap()), "{step}");
+        }
+    }
+    let (_, discovery) = get(&anonymous(), &cluster, "/v1/discovery").await;
+    assert_eq!(
+        discovery["entrypoints"]["workflows"],
+        "/v1/discovery/workflows"
+    );
+    assert_eq!(discovery["counts"]["workflows"], list.len());
+
+    // The help index lists the guides, and each id it lists answers.
+    let (_, help) = get(&anonymous(), &cluster, "/v1/help").await;
+    for endpoint in [
+        "GET /v1/help/topics/{id}",
+        "GET /v1/help/hooks",
+        "GET /v1/help/errors/{code}",
+    ] {
+        assert!(
+            help["http_endpoints"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(endpoint)),
+            "{help}"
+        );
+    }
+    let (_, hooks) = get(&anonymous(), &cluster, "/v1/help/hooks").await;
+    let hook_ids: Vec<&Value> = hooks["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| &h["id"])
+        .collect();
+    assert_eq!(
+        help["hook_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .collect::<Vec<_>>(),
+        hook_ids
+    );
+    for topic in help["non_tool_topics"].as_array().unwrap() {
+        let path = format!("/v1/help/topics/{}", topic.as_str().unwrap());
+        let (status, guide) = get(&anonymous(), &cluster, &path).await;
+        assert_eq!(
+            (status, &guide["kind"], &guide["id"]),
+            (200, &json!("topic"), topic)
+        );
+        for (route, tool) in operation_pairs(&guide["read_operations"])
+            .into_iter()
+            .chain(operation_pairs(&guide["write_operations"]))
+        {
+            assert_eq!(route, route_of(&tool), "{path}");
+        }
+    }
+    for code in help["errors"].as_array().unwrap() {
+        let path = format!("/v1/help/errors/{}", code.as_str().unwrap());
+        let (status, guide) = get(&anonymous(), &cluster, &path).await;
+        assert_eq!(
+            (status, &guide["kind"], &guide["id"]),
+            (200, &json!("error"), code)
+        );
+    }
+
+    // Each hook's operations are served routes, and its example body is accepted there as
+    // it is, in the loop's order (the post_prompt upsert makes the capsule the others use).
+    let owner = client_as(&cluster.owner_token);
+    let hook = |id: &str| {
+        hooks["hooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    for id in [
+        "post_prompt",
+        "startup",
+        "pre_prompt",
+        "pre_compaction_or_handoff",
+    ] {
+        let guide = hook(id);
+        let mut pairs = operation_pairs(&guide["write_operations"]);
+        pairs.extend(operation_pairs(&guide["read_operations"]));
+        if let Some(handoff) = guide.get("additional_operations_for_real_handoff") {
+            assert_eq!(
+                operation_pairs(handoff),
+                [(
+                    "POST /v1/coordination/handoff/create".to_owned(),
+                    "coordination.handoff_create".to_owned()
+                )]
+            );
+        }
+        for (route, tool) in &pairs {
+            assert_eq!(*route, route_of(tool), "{id}");
+        }
+        let (route, _) = &pairs[0];
+        let path = route.strip_prefix("POST ").unwrap();
+        let response = owner
+            .post(format!("{}{path}", cluster.rest_url))
+            .json(&guide["minimal_payload"])
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        assert_eq!(status, 200, "{id}: {text}");
+    }
+
+    // An id the guides lack: the original's 400, byte for byte (its topic ids are Noema's).
+    let response = anonymous()
+        .get(format!("{}/v1/help/topics/nope", cluster.rest_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    assert_eq!(
+        response.text().await.unwrap(),
+        r#"{"error":{"code":"validation","detail":"Unsupported topic id.","validation_hints":[{"field":"id","area":"request.path","reason":"unsupported_value","limit":null,"allowed_values":["continuity.read.startup_view","continuity.read.trust_signals","continuity.upsert.session_end_snapshot","last-mile-adapter"],"correction_hint":"Use one of: continuity.read.startup_view, continuity.read.trust_signals, continuity.upsert.session_end_snapshot, last-mile-adapter."}]}}"#
+    );
+    let (status, unknown) = get(&anonymous(), &cluster, "/v1/help/errors/nope").await;
+    assert_eq!(status, 400);
+    assert_eq!(unknown["error"]["validation_hints"][0]["field"], "code");
+    assert_eq!(
+        unknown["error"]["validation_hints"][0]["allowed_values"],
+        help["errors"]
+    );
+
+    // The original's MCP names for the hook and error guides are tools (the topic guide and
+    // the workflows are not: every token's tools/list must stay under its 48 KB budget).
+    let owner_token = cluster.owner_token.clone();
+    let call = |name: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": name, "arguments": arguments}})
+        .to_string()
+    };
+    for (name, arguments, key) in [
+        ("system.hook_guide", json!({}), "hooks"),
+        ("system.error_guide", json!({"code": "not_found"}), "kind"),
+    ] {
+        let (_, _, answer, _) =
+            rpc(&cluster, Some(&owner_token), &[], &call(name, arguments)).await;
+        assert_eq!(answer["result"]["isError"], false, "{name}: {answer}");
+        assert!(
+            !answer["result"]["structuredContent"][key].is_null(),
+            "{name}: {answer}"
+        );
+    }
+    cluster.shutdown().await.unwrap();
+}

@@ -3,7 +3,8 @@
 //! statuses and messages (shapes recorded from CogniRelay 1.4.15, ids, times and commits
 //! masked), signed envelopes (valid, expired, wrong key, replayed nonce, throttled), a
 //! collaborator of the owner's tenant, another tenant that sees nothing, and a token without
-//! `write:messages` refused.
+//! `write:messages` refused; and `GET /v1/metrics` counting one tenant's deliveries and audit
+//! entries in the original's body.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,7 +14,7 @@ use noema_e2e::{TestCluster, client_as, cluster_cases};
 use noema_proto::identity::v1::IssueTokenRequest;
 use serde_json::{Value, json};
 
-cluster_cases!(messages_over_rest);
+cluster_cases!(messages_over_rest, metrics_over_rest);
 
 struct Rest {
     client: reqwest::Client,
@@ -496,4 +497,80 @@ async fn messages_over_rest(cluster: &TestCluster) {
         reader.read("/v1/messages/inbox?recipient=peer-b").await["count"],
         3
     );
+}
+
+/// `generated_at` (microseconds) replaced by a placeholder.
+fn without_generated_at(body: &str) -> String {
+    const KEY: &str = "\"generated_at\":\"";
+    let Some(start) = body.find(KEY).map(|i| i + KEY.len()) else {
+        return body.to_owned();
+    };
+    let end = start + body[start..].find('"').unwrap();
+    format!("{}<time>{}", &body[..start], &body[end..])
+}
+
+async fn metrics_over_rest(cluster: &TestCluster) {
+    let scopes = ["write:messages", "read:files", "read:index"];
+    let token = cluster.issue_token("agent:m", &scopes).await.unwrap();
+    let a = Rest::new(cluster, &token);
+    // Nothing yet: the original's body on an empty repository (CogniRelay 1.4.15).
+    const EMPTY: &str = r#"{"ok":true,"generated_at":"<time>","delivery":{"summary":{},"backlog_depth":0,"ack_success_ratio":1.0,"by_recipient":{}},"checks":{"summary":{},"artifact_count":0},"audit":{"event_counts":{},"peer_counts":{}},"security":{"verification_failures_recent":0,"verification_failure_window_seconds":600},"replication":{"last_push":null,"last_pull_by_source":{}},"alarms":[]}"#;
+    let (status, body) = a.get("/v1/metrics").await;
+    assert_eq!(
+        (status, without_generated_at(&body)),
+        (200, EMPTY.to_owned())
+    );
+    let generated_at = a.read("/v1/metrics").await["generated_at"].clone();
+    let generated_at = generated_at.as_str().unwrap();
+    assert!(
+        generated_at.ends_with('Z') && noema_core::time::parse_rfc3339(generated_at).is_some(),
+        "{generated_at}"
+    );
+
+    // Three tracked messages: one acked, one past its one-second deadline, one awaiting.
+    let tracked = |n: u32, to: &str, timeout: u32| {
+        json!({"thread_id": "t-m", "sender": "peer-a", "recipient": to, "subject": format!("s{n}"), "body_md": "b",
+               "delivery": {"requires_ack": true, "ack_timeout_seconds": timeout}})
+    };
+    let first = a
+        .json("/v1/messages/send", &tracked(1, "peer-b", 300))
+        .await;
+    a.json("/v1/messages/send", &tracked(2, "peer-c", 1)).await;
+    a.json("/v1/messages/send", &tracked(3, "peer-b", 300))
+        .await;
+    a.json(
+        "/v1/messages/ack",
+        &json!({"message_id": first["message"]["id"], "status": "accepted"}),
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let (status, body) = a.get("/v1/metrics").await;
+    assert_eq!(
+        (status, without_generated_at(&body)),
+        (
+            200,
+            r#"{"ok":true,"generated_at":"<time>","delivery":{"summary":{"acked":1,"dead_letter":1,"pending_ack":1},"backlog_depth":1,"ack_success_ratio":0.5,"by_recipient":{"peer-b":{"total":2,"pending":1,"acked":1,"dead_letter":0},"peer-c":{"total":1,"pending":0,"acked":0,"dead_letter":1}}},"checks":{"summary":{},"artifact_count":0},"audit":{"event_counts":{"continuity.messages.send":3,"continuity.messages.ack":1},"peer_counts":{"agent:m":4}},"security":{"verification_failures_recent":0,"verification_failure_window_seconds":600},"replication":{"last_push":null,"last_pull_by_source":{}},"alarms":[]}"#
+                .to_owned()
+        )
+    );
+    // The pending view agrees on the backlog.
+    assert_eq!(
+        a.read("/v1/messages/pending?include_terminal=true").await["summary"],
+        json!({"acked": 1, "dead_letter": 1, "pending_ack": 1})
+    );
+
+    // Another tenant sees none of it; a token without read:index is refused.
+    let other = cluster.issue_token("agent:n", &scopes).await.unwrap();
+    let (status, body) = Rest::new(cluster, &other).get("/v1/metrics").await;
+    assert_eq!(
+        (status, without_generated_at(&body)),
+        (200, EMPTY.to_owned())
+    );
+    let reader = cluster
+        .issue_token("agent:m", &["read:files"])
+        .await
+        .unwrap();
+    let (status, body) = Rest::new(cluster, &reader).get("/v1/metrics").await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("read:index"), "{body}");
 }

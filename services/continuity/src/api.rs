@@ -306,6 +306,14 @@ impl ContinuityService for ContinuityApi {
         Ok(json(self.continuity.index_status(&caller).await?))
     }
 
+    async fn metrics(
+        &self,
+        request: Request<pb::JsonRequest>,
+    ) -> Result<Response<pb::JsonResponse>, Status> {
+        let caller = caller(&request)?;
+        Ok(json(self.continuity.metrics(&caller).await?))
+    }
+
     async fn rebuild_index(
         &self,
         request: Request<pb::JsonRequest>,

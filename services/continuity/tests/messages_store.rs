@@ -1,7 +1,8 @@
 //! Messages, store conformance through the operations layer on SQLite and Postgres: tracked
 //! delivery and its states, idempotency and nonces under concurrent senders (the unique keys
 //! inside the send's transaction decide), signed envelopes (valid, expired, wrong key,
-//! replayed nonce, throttled), strict signed ingress, relay and replay, tenants.
+//! replayed nonce, throttled), strict signed ingress, relay and replay, tenants, and the
+//! metrics counted from them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,6 +21,7 @@ conformance!(
     signed_envelopes_verify_expire_and_never_replay,
     strict_ingress_and_the_failure_throttle,
     relay_and_replay_write_where_the_original_does,
+    metrics_count_the_tenants_own_deliveries_audit_and_failures,
 );
 
 fn sender() -> noema_continuity::domain::access::Caller {
@@ -585,4 +587,113 @@ async fn relay_and_replay_write_where_the_original_does(backend: Backend) {
     assert_eq!(forced["delivery_state"]["status"], "delivered");
     let err = replay(json!({"message_id": "msg_nope"})).await.unwrap_err();
     assert_eq!(refusal(&err).0, 404);
+}
+
+/// A reader of `tenant`'s metrics: `read:index`, and the namespaces the original checks.
+fn metrics_reader(tenant: &str) -> noema_continuity::domain::access::Caller {
+    caller_with(tenant, &["read:index"], &["messages", "logs"], &[])
+}
+
+async fn metrics_count_the_tenants_own_deliveries_audit_and_failures(backend: Backend) {
+    let h = harness(backend).await;
+    let a = sender();
+    rotate(&h, "agent:a", "key-1", "s3cret").await;
+    let tracked = |n: u32, to: &str, timeout: u32| {
+        message(
+            n,
+            json!({"recipient": to, "delivery": {"requires_ack": true, "ack_timeout_seconds": timeout}}),
+        )
+    };
+    let acked = send(&h, &a, tracked(1, "peer-b", 300)).await;
+    send(&h, &a, tracked(2, "peer-c", 1)).await;
+    send(&h, &a, tracked(3, "peer-b", 300)).await;
+    let id = acked["message"]["id"].as_str().unwrap();
+    h.continuity
+        .ack_message(&a, &body(json!({"message_id": id, "status": "accepted"})))
+        .await
+        .unwrap();
+    for nonce in ["v1", "v2"] {
+        let bad = json!({"payload": {"x": 1}, "key_id": "key-1", "nonce": nonce, "signature": "00", "algorithm": "hmac-sha256"});
+        let answer = parse(&h.continuity.verify_message(&a, &body(bad)).await.unwrap());
+        assert_eq!(answer["reason"], "invalid_signature");
+    }
+    // A tenant whose name is a prefix of agent:a's up to its `:`.
+    let short = sender_of("agent");
+    send(&h, &short, message(9, json!({}))).await;
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+
+    let metrics = |tenant: &str| {
+        let h = &h;
+        let reader = metrics_reader(tenant);
+        async move { parse(&h.continuity.metrics(&reader).await.unwrap()) }
+    };
+    let m = metrics("agent:a").await;
+    let keys: Vec<&str> = m.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(m["ok"], true);
+    assert!(
+        keys.contains(&"generated_at") && !keys.contains(&"warnings"),
+        "{m}"
+    );
+    assert_eq!(
+        m["delivery"],
+        json!({
+            "summary": {"acked": 1, "dead_letter": 1, "pending_ack": 1},
+            "backlog_depth": 1,
+            "ack_success_ratio": 0.5,
+            "by_recipient": {
+                "peer-b": {"total": 2, "pending": 1, "acked": 1, "dead_letter": 0},
+                "peer-c": {"total": 1, "pending": 0, "acked": 0, "dead_letter": 1},
+            },
+        }),
+        "{m}"
+    );
+    // In first-seen order, as the original's dicts.
+    let text = String::from_utf8(
+        h.continuity
+            .metrics(&metrics_reader("agent:a"))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        text.contains(r#""summary":{"acked":1,"dead_letter":1,"pending_ack":1}"#),
+        "{text}"
+    );
+    assert!(text.contains(r#""event_counts":{"continuity.security.keys_rotate":1,"continuity.messages.send":3,"continuity.messages.ack":1},"peer_counts":{"agent:a":5}"#), "{text}");
+    assert_eq!(
+        m["security"],
+        json!({"verification_failures_recent": 2, "verification_failure_window_seconds": 600})
+    );
+    assert_eq!(m["checks"], json!({"summary": {}, "artifact_count": 0}));
+    assert_eq!(
+        m["replication"],
+        json!({"last_push": null, "last_pull_by_source": {}})
+    );
+    assert_eq!(m["alarms"], json!([]));
+
+    // The other tenant counts only its own.
+    let other = metrics("agent").await;
+    assert_eq!(other["delivery"]["summary"], json!({}));
+    assert_eq!(other["delivery"]["ack_success_ratio"], 1.0);
+    assert_eq!(
+        other["audit"],
+        json!({"event_counts": {"continuity.messages.send": 1}, "peer_counts": {"agent": 1}})
+    );
+    assert_eq!(other["security"]["verification_failures_recent"], 0);
+
+    // The original's checks: its scope, then the namespaces of its two sources.
+    let err = h.continuity.metrics(&a).await.unwrap_err();
+    assert_eq!(
+        refusal(&err),
+        (403, r#"{"detail":"Missing scope: read:index"}"#.to_owned())
+    );
+    let narrow = caller_with("agent:a", &["read:index"], &["messages"], &[]);
+    let err = h.continuity.metrics(&narrow).await.unwrap_err();
+    assert_eq!(
+        refusal(&err),
+        (
+            403,
+            r#"{"detail":"Read path namespace not allowed: logs/api_audit.jsonl"}"#.to_owned()
+        )
+    );
 }

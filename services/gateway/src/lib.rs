@@ -153,10 +153,12 @@ pub fn route_table() -> Vec<route::Route> {
     routes.extend(routes::peers::routes());
     routes.extend(routes::coordination::routes());
     routes.extend(routes::messages::routes());
+    routes.extend(routes::metrics::routes());
     routes.extend(routes::schedule::routes());
     routes.extend(routes::backup::routes());
     routes.extend(mcp::routes());
     routes.extend(routes::discovery::routes());
+    routes.extend(routes::workflows::routes());
     routes.extend(routes::help::routes());
     routes.extend(routes::world_components::routes());
     routes.extend(routes::world::routes());

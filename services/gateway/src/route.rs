@@ -263,9 +263,16 @@ impl Routes {
         H: Handler<T, GatewayState> + Documented<D>,
         T: 'static,
     {
-        let method_router = axum::routing::on(verb.filter(), handler).layer(
-            axum::middleware::map_response_with_state(self.errors, restyle),
-        );
+        let mut method_router = axum::routing::on(verb.filter(), handler);
+        if self.errors == ErrorStyle::CogniRelay && verb == Verb::Get {
+            // FastAPI serves no HEAD where axum would answer it with the GET handler.
+            method_router =
+                method_router.on(MethodFilter::HEAD, crate::unrouted::method_not_allowed);
+        }
+        let method_router = method_router.layer(axum::middleware::map_response_with_state(
+            self.errors,
+            restyle,
+        ));
         Route {
             verb,
             path,

@@ -4,21 +4,26 @@
 //! judged by the routes nearest to it (the most leading segments in common): where most of
 //! those are CogniRelay's, it gets FastAPI's body; elsewhere the status alone, as before.
 //! There, as Starlette does, a path that is served but for a trailing slash is redirected
-//! (307, which keeps the method and body) to the served path.
+//! (307, which keeps the method and body) to the served path; a 405 names in `Allow` the
+//! methods the path's routes serve (not HEAD: FastAPI's routes do not serve it, and HEAD is
+//! such a 405). Starlette names only its first matching route's method, which differs on a
+//! path with two routes (`/v1/schedule/items`: `POST`); RFC 9110, and the OpenAPI checks CI
+//! runs, want them all.
 
 use std::sync::LazyLock;
 
-use axum::http::header::{CONTENT_TYPE, LOCATION};
+use axum::http::header::{ALLOW, CONTENT_TYPE, LOCATION};
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 use crate::error::ErrorStyle;
+use crate::route::Verb;
 
-/// Each route's path segments and error style.
-static ROUTES: LazyLock<Vec<(Vec<&'static str>, ErrorStyle)>> = LazyLock::new(|| {
+/// Each route's path segments, error style and method.
+static ROUTES: LazyLock<Vec<(Vec<&'static str>, ErrorStyle, Verb)>> = LazyLock::new(|| {
     crate::route_table()
         .into_iter()
-        .map(|route| (segments(route.path).collect(), route.errors))
+        .map(|route| (segments(route.path).collect(), route.errors, route.verb))
         .collect()
 });
 
@@ -35,12 +40,19 @@ fn common(route: &[&str], path: &[&str]) -> usize {
         .count()
 }
 
-/// Whether a route serves `path` (any method).
-fn served(path: &str) -> bool {
+/// The methods of the routes that serve `path`, in table order.
+fn serving(path: &str) -> Vec<Verb> {
     let path: Vec<&str> = segments(path).collect();
     ROUTES
         .iter()
-        .any(|(route, _)| route.len() == path.len() && common(route, &path) == path.len())
+        .filter(|(route, _, _)| route.len() == path.len() && common(route, &path) == path.len())
+        .map(|(_, _, verb)| *verb)
+        .collect()
+}
+
+/// Whether a route serves `path` (any method).
+fn served(path: &str) -> bool {
+    !serving(path).is_empty()
 }
 
 /// Whether most of the routes nearest to `path` are CogniRelay's.
@@ -48,7 +60,7 @@ fn near_cognirelay(path: &str) -> bool {
     let path: Vec<&str> = segments(path).collect();
     let best = ROUTES
         .iter()
-        .map(|(route, _)| common(route, &path))
+        .map(|(route, _, _)| common(route, &path))
         .max()
         .unwrap_or(0);
     if best == 0 {
@@ -56,8 +68,8 @@ fn near_cognirelay(path: &str) -> bool {
     }
     let (ours, others) = ROUTES
         .iter()
-        .filter(|(route, _)| common(route, &path) == best)
-        .fold((0usize, 0usize), |(ours, others), (_, style)| {
+        .filter(|(route, _, _)| common(route, &path) == best)
+        .fold((0usize, 0usize), |(ours, others), (_, style, _)| {
             if *style == ErrorStyle::CogniRelay {
                 (ours + 1, others)
             } else {
@@ -95,7 +107,16 @@ pub async fn not_found(uri: Uri) -> Response {
 
 /// A served path asked with a method it does not serve.
 pub async fn method_not_allowed(uri: Uri) -> Response {
-    answer(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed", &uri)
+    let mut response = answer(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed", &uri);
+    let verbs = serving(uri.path());
+    if near_cognirelay(uri.path()) && !verbs.is_empty() {
+        let allow: Vec<&str> = verbs.iter().map(|verb| verb.as_str()).collect();
+        // Set here, axum keeps it rather than adding HEAD.
+        if let Ok(value) = axum::http::HeaderValue::from_str(&allow.join(", ")) {
+            response.headers_mut().insert(ALLOW, value);
+        }
+    }
+    response
 }
 
 #[cfg(test)]
@@ -119,5 +140,8 @@ mod tests {
         assert!(served("/v1/capabilities"));
         assert!(served("/v1/coordination/handoff/h-1"));
         assert!(!served("/v1/coordination/handoff/h-1/nope"));
+        assert_eq!(serving("/v1/schedule/items"), [Verb::Post, Verb::Get]);
+        assert_eq!(serving("/v1/schedule/items/s-1"), [Verb::Get, Verb::Patch]);
+        assert!(serving("/v1/nope").is_empty());
     }
 }

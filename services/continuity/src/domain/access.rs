@@ -32,6 +32,11 @@ pub const WRITE: Need = Need {
     noema: "continuity:write",
     cognirelay: "write:projects",
 };
+/// Index status, rebuilds and metrics (`read:index`).
+pub const INDEX: Need = Need {
+    noema: "continuity:read",
+    cognirelay: "read:index",
+};
 pub const ADMIN: Need = Need {
     noema: "continuity:admin",
     cognirelay: "admin:peers",

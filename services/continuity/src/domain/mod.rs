@@ -35,6 +35,7 @@
 //! | tasks: documents, status table, paths, query parameters | [`tasks`] |
 //! | scheduled items: validation, identity, state, list filters | [`schedule`] |
 //! | §10 context retrieve, graph and schedule context, snapshots | [`context`] |
+//! | `/v1/metrics`: delivery and audit counts, alarms | [`metrics`] |
 //!
 //! Where the digest and the original's code differ, the code is followed (digest §15); each
 //! place says so where it matters.
@@ -52,6 +53,7 @@ pub mod lifecycle;
 pub mod listing;
 pub mod memory;
 pub mod messages;
+pub mod metrics;
 pub mod model;
 pub mod normalize;
 pub mod patch;

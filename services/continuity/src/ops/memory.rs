@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::{Continuity, audit, bytes_of, now};
-use crate::domain::access::{Caller, Need, READ};
+use crate::domain::access::{Caller, INDEX, Need, READ};
 use crate::domain::error::ContinuityError;
 use crate::domain::json::{Json, canonical_json};
 use crate::domain::memory::{
@@ -21,11 +21,6 @@ use crate::store::{HitQuery, HitRow, MemoryChange, MemoryWrite};
 const SEARCH: Need = Need {
     noema: "continuity:read",
     cognirelay: "search",
-};
-/// Index status and rebuild (`read:index`).
-const INDEX: Need = Need {
-    noema: "continuity:read",
-    cognirelay: "read:index",
 };
 
 /// The original's 413 when `payload` (its canonical JSON) is over the limit.

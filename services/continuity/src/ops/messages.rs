@@ -64,6 +64,20 @@ impl VerifyFailures {
         times.len() as u64
     }
 
+    /// Failures of every token of `tenant` within `window` before `now`.
+    pub(super) fn count_tenant(&self, tenant: &str, now: OffsetDateTime, window: Duration) -> u64 {
+        let Ok(seen) = self.seen.lock() else {
+            return 0;
+        };
+        let recent = seen
+            .iter()
+            .filter(|((t, _), _)| t == tenant)
+            .flat_map(|(_, times)| times.iter())
+            .filter(|t| **t >= now - window)
+            .count();
+        recent as u64
+    }
+
     fn record(&self, caller: &Caller, now: OffsetDateTime) {
         if let Ok(mut seen) = self.seen.lock() {
             seen.entry(Self::key(caller)).or_default().push_back(now);
@@ -105,7 +119,7 @@ fn strict_ingress() -> ContinuityError {
 }
 
 impl Continuity {
-    fn failure_window(&self) -> Duration {
+    pub(super) fn failure_window(&self) -> Duration {
         Duration::seconds(self.options.verify_failure_window_seconds.max(60))
     }
 

@@ -13,6 +13,7 @@ mod coordination;
 mod in_flight;
 mod memory;
 mod messages;
+mod metrics;
 mod plans;
 mod reads;
 mod schedule;
@@ -68,6 +69,12 @@ pub struct Options {
     pub verify_failure_limit: u64,
     /// That window, in seconds, at least 60 (`COGNIRELAY_VERIFY_FAILURE_WINDOW_SECONDS`).
     pub verify_failure_window_seconds: i64,
+    /// `/v1/metrics` alarms when more tracked messages than this await their ack, at least 1
+    /// (`COGNIRELAY_BACKLOG_ALARM_THRESHOLD`).
+    pub backlog_alarm_threshold: i64,
+    /// `/v1/metrics` alarms on more verification failures than this in the window, at least 1
+    /// (`COGNIRELAY_VERIFICATION_ALARM_THRESHOLD`).
+    pub verification_alarm_threshold: u64,
 }
 
 impl Default for Options {
@@ -77,6 +84,8 @@ impl Default for Options {
             require_signed_ingress: false,
             verify_failure_limit: 20,
             verify_failure_window_seconds: 600,
+            backlog_alarm_threshold: crate::domain::metrics::BACKLOG_ALARM_THRESHOLD,
+            verification_alarm_threshold: crate::domain::metrics::VERIFICATION_ALARM_THRESHOLD,
         }
     }
 }

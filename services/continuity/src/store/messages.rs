@@ -12,6 +12,7 @@ use time::OffsetDateTime;
 use super::ContinuityStore;
 use super::writes::Refusal;
 use crate::domain::envelope::SigningKey;
+use crate::domain::metrics::DeliveryGroup;
 use crate::error::Error;
 
 /// A new delivery record.
@@ -298,6 +299,32 @@ impl ContinuityStore {
             summary: summary.into_iter().map(|(s, n, _)| (s, n)).collect(),
             rows,
         })
+    }
+
+    /// Every tracked delivery of the tenant counted by recipient and effective status (past
+    /// `cutoff`, a `pending_ack` record reads `dead_letter`), each group with its first record.
+    pub async fn delivery_counts(
+        &self,
+        tenant: &str,
+        cutoff: &str,
+    ) -> Result<Vec<DeliveryGroup>, Error> {
+        let rows: Vec<(String, String, i64, i64)> = with_pool!(self.database(), |pool| {
+            let mut b = Builder::new("SELECT recipient, ");
+            push_effective(&mut b, cutoff);
+            b.push(" AS effective, COUNT(*), MIN(seq) FROM continuity_deliveries WHERE tenant = ");
+            b.push_bind(tenant.to_owned());
+            b.push(" GROUP BY recipient, effective");
+            b.build().fetch_all(pool).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(recipient, effective, count, first)| DeliveryGroup {
+                recipient,
+                effective,
+                count,
+                first,
+            })
+            .collect())
     }
 
     /// The tenant's signing key `key_id`.

@@ -10,6 +10,7 @@
 //! named by the row, and the stub). Nothing here decides a rule: the operations layer reads,
 //! asks the domain, and hands the store a [`Write`].
 
+mod audit;
 mod coordination;
 mod memory;
 mod memory_postings;

@@ -202,7 +202,7 @@ fn mcp_versions() -> Vec<&'static str> {
 
 /// Entry points this build serves, by CogniRelay's names.
 fn entrypoints() -> BTreeMap<&'static str, &'static str> {
-    const NAMED: [(&str, Verb, &str); 10] = [
+    const NAMED: [(&str, Verb, &str); 11] = [
         ("capabilities", Verb::Get, "/v1/capabilities"),
         ("contracts", Verb::Get, "/v1/contracts"),
         ("governance_policy", Verb::Get, "/v1/governance/policy"),
@@ -212,6 +212,7 @@ fn entrypoints() -> BTreeMap<&'static str, &'static str> {
         ("mcp_well_known", Verb::Get, "/.well-known/mcp.json"),
         ("openapi", Verb::Get, "/openapi.json"),
         ("tools", Verb::Get, "/v1/discovery/tools"),
+        ("workflows", Verb::Get, super::workflows::PATH),
         ("health", Verb::Get, "/health"),
     ];
     NAMED
@@ -248,7 +249,11 @@ pub fn discovery() -> Value {
             ],
             "type": "bearer",
         },
-        "counts": {"routes": surfaces().routes.len(), "tools": mcp::tools::table().tools.len()},
+        "counts": {
+            "routes": surfaces().routes.len(),
+            "tools": mcp::tools::table().tools.len(),
+            "workflows": super::workflows::workflows().len(),
+        },
         "entrypoints": entrypoints(),
         "ok": true,
         "protocol": {

@@ -1,8 +1,8 @@
 //! CogniRelay's help surfaces (`/v1/help`, its onboarding and validation-limit views),
 //! answering for what Noema serves: the tool help comes from the MCP tool table, the
 //! endpoint lists from the route table, the limits from the constants that enforce
-//! them. Unauthenticated, as in the original; an unknown topic is a 400 naming the
-//! known ones (CogniRelay's error shape).
+//! them; the hook, topic and error guides are `help_guides`. Unauthenticated, as in the
+//! original; an unknown topic is a 400 naming the known ones (CogniRelay's error shape).
 
 use axum::extract::{Path, State};
 use schemars::JsonSchema;
@@ -14,6 +14,8 @@ use crate::error::{ApiError, ErrorStyle};
 use crate::mcp;
 use crate::reply::{FastApiAnswer, FastApiJson};
 use crate::route::{Route, Routes, Verb};
+
+use super::help_guides;
 
 const HELP: Routes = Routes::new("help", ErrorStyle::CogniRelay, "");
 
@@ -122,12 +124,12 @@ fn help_paths() -> Vec<String> {
 pub fn index() -> Value {
     let tools: Vec<&str> = mcp::tools::table().tools.iter().map(|t| t.name()).collect();
     json!({
-        "errors": ["invalid_argument", "not_found", "already_exists", "failed_precondition",
-                   "unauthenticated", "permission_denied", "unavailable", "resource_exhausted", "internal"],
+        "errors": help_guides::error_ids(),
+        "hook_ids": help_guides::hook_ids(),
         "http_endpoints": help_paths(),
         "kind": "help_index",
         "mcp_methods": mcp::METHODS,
-        "non_tool_topics": SECTIONS.iter().map(|s| s.0).collect::<Vec<_>>(),
+        "non_tool_topics": help_guides::topic_ids(),
         "tool_topics": tools,
     })
 }
@@ -184,7 +186,13 @@ async fn bootstrap() -> FastApiJson<Value> {
     FastApiJson(json!({
         "discover_more": {"http": "GET /v1/help/onboarding"},
         "first_calls": ["GET /v1/discovery", "GET /v1/capabilities", "GET /v1/manifest"],
-        "help_routes": {"limits": "GET /v1/help/limits", "tools": "GET /v1/help/tools/{name}"},
+        "help_routes": {
+            "errors": "GET /v1/help/errors/{code}",
+            "hooks": "GET /v1/help/hooks",
+            "limits": "GET /v1/help/limits",
+            "tools": "GET /v1/help/tools/{name}",
+            "topics": "GET /v1/help/topics/{id}",
+        },
         "kind": "onboarding_bootstrap",
         "mcp": {"endpoint": format!("POST {}", mcp::PATH), "protocol_version": mcp::handshake_version()},
         "next_sections": SECTIONS.iter().skip(1).map(|s| s.0).collect::<Vec<_>>(),
@@ -263,6 +271,46 @@ pub fn routes() -> Vec<Route> {
         .tool(
             "system.tool_usage",
             "How to use tool `name`: route, scope, input schema",
+        ),
+        r.route(
+            Verb::Get,
+            "/v1/help/topics/{id}",
+            "helpTopic",
+            "CogniRelay: guide to one topic",
+            help_guides::get_topic,
+        )
+        .public()
+        .param(
+            "id",
+            json!({"type": "string", "enum": help_guides::topic_ids()}),
+        ),
+        r.route(
+            Verb::Get,
+            "/v1/help/hooks",
+            "helpHooks",
+            "CogniRelay: what to call at each point of an agent's loop",
+            help_guides::get_hooks,
+        )
+        .public()
+        .tool(
+            "system.hook_guide",
+            "What to call at each point of an agent loop",
+        ),
+        r.route(
+            Verb::Get,
+            "/v1/help/errors/{code}",
+            "helpError",
+            "CogniRelay: what an error code means and how to recover",
+            help_guides::get_error,
+        )
+        .public()
+        .param(
+            "code",
+            json!({"type": "string", "enum": help_guides::error_ids()}),
+        )
+        .tool(
+            "system.error_guide",
+            "What error `code` means, how to recover",
         ),
         r.route(
             Verb::Get,
