@@ -605,6 +605,43 @@ async fn discovery_surfaces_come_from_the_live_tables() {
     }
     let (status, unknown) = get(&anonymous(), &cluster, "/v1/help/tools/no_such_tool").await;
     assert_eq!(status, 400, "{unknown}");
+    // Unknown ids are refused in the original's validation shape, naming the known ones.
+    let hint = &unknown["error"]["validation_hints"][0];
+    assert_eq!(unknown["error"]["code"], "validation", "{unknown}");
+    assert_eq!(unknown["error"]["detail"], "Unsupported tool name.");
+    assert_eq!(
+        (
+            hint["field"].as_str(),
+            hint["area"].as_str(),
+            hint["reason"].as_str()
+        ),
+        (
+            Some("name"),
+            Some("request.path"),
+            Some("unsupported_value")
+        )
+    );
+    assert_eq!(
+        hint["allowed_values"].as_array().unwrap().len(),
+        tool_routes.len()
+    );
+    for (path, field, detail) in [
+        (
+            "/v1/help/onboarding/sections/nope",
+            "id",
+            "Unsupported onboarding section id.",
+        ),
+        (
+            "/v1/help/limits/no.such.path",
+            "field_path",
+            "Unsupported validation limit field path.",
+        ),
+    ] {
+        let (status, unknown) = get(&anonymous(), &cluster, path).await;
+        assert_eq!(status, 400, "{unknown}");
+        assert_eq!(unknown["error"]["detail"], detail, "{unknown}");
+        assert_eq!(unknown["error"]["validation_hints"][0]["field"], field);
+    }
     let (_, limit) = get(
         &anonymous(),
         &cluster,

@@ -10,12 +10,12 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::GatewayState;
-use crate::error::{ApiError, ErrorStyle};
+use crate::error::ErrorStyle;
 use crate::mcp;
-use crate::reply::{FastApiAnswer, FastApiJson};
+use crate::reply::FastApiJson;
 use crate::route::{Route, Routes, Verb};
 
-use super::help_guides;
+use super::help_guides::{self, Lookup, ValidationError};
 
 const HELP: Routes = Routes::new("help", ErrorStyle::CogniRelay, "");
 
@@ -138,24 +138,21 @@ async fn get_index() -> FastApiJson<Value> {
     FastApiJson(index())
 }
 
-fn unknown(what: &str, value: &str, known: &[&str]) -> ApiError {
-    ApiError::invalid(format!(
-        "unknown {what} {value:?}; known: {}",
-        known.join(", ")
-    ))
-}
-
 /// How to use one tool.
 /// The route that describes one MCP tool by name.
 pub const TOOL_PATH: &str = "/v1/help/tools/{name}";
 
-pub fn tool(name: &str) -> Result<Value, ApiError> {
+async fn get_tool(Path(name): Path<String>) -> Lookup<Value> {
     let table = mcp::tools::table();
-    let spec = table.get(name).ok_or_else(|| {
-        let known: Vec<&str> = table.tools.iter().map(|t| t.name()).collect();
-        unknown("tool", name, &known)
-    })?;
-    Ok(json!({
+    let Some(spec) = table.get(&name) else {
+        return Lookup::Unsupported(ValidationError::unsupported_see(
+            "name",
+            "Unsupported tool name.",
+            table.tools.iter().map(|t| t.name()).collect(),
+            "Use one of the tool names returned by GET /v1/help.".to_owned(),
+        ));
+    };
+    Lookup::Found(json!({
         "http": format!("{} {}", spec.verb.as_str(), spec.path),
         "id": spec.name(),
         "input_schema": spec.tool.input_schema.as_ref(),
@@ -163,10 +160,6 @@ pub fn tool(name: &str) -> Result<Value, ApiError> {
         "purpose": spec.description(),
         "scope": spec.scope,
     }))
-}
-
-async fn get_tool(Path(name): Path<String>) -> FastApiAnswer<Value> {
-    tool(&name).map(FastApiJson)
 }
 
 async fn onboarding() -> FastApiJson<Value> {
@@ -204,19 +197,23 @@ async fn bootstrap() -> FastApiJson<Value> {
     }))
 }
 
-async fn section(Path(id): Path<String>) -> FastApiAnswer<Value> {
-    let (id, title, _, body, bullets) = SECTIONS.iter().find(|s| s.0 == id).ok_or_else(|| {
-        let known: Vec<&str> = SECTIONS.iter().map(|s| s.0).collect();
-        unknown("onboarding section", &id, &known)
-    })?;
-    Ok(FastApiJson(json!({
+async fn section(Path(id): Path<String>) -> Lookup<Value> {
+    let Some((id, title, _, body, bullets)) = SECTIONS.iter().find(|s| s.0 == id) else {
+        return Lookup::Unsupported(ValidationError::unsupported_see(
+            "id",
+            "Unsupported onboarding section id.",
+            SECTIONS.iter().map(|s| s.0).collect(),
+            "Use one of the onboarding section ids returned by GET /v1/help/onboarding.".to_owned(),
+        ));
+    };
+    Lookup::Found(json!({
         "body_md": body,
         "bullets": bullets,
         "format": "markdown_and_bullets",
         "id": id,
         "kind": "onboarding_section",
         "title": title,
-    })))
+    }))
 }
 
 async fn limits_index(State(state): State<GatewayState>) -> FastApiJson<Value> {
@@ -227,21 +224,17 @@ async fn limits_index(State(state): State<GatewayState>) -> FastApiJson<Value> {
     }))
 }
 
-async fn limit(
-    State(state): State<GatewayState>,
-    Path(field_path): Path<String>,
-) -> FastApiAnswer<Value> {
+async fn limit(State(state): State<GatewayState>, Path(field_path): Path<String>) -> Lookup<Value> {
     let limits = limits(&state);
-    let found = limits
-        .iter()
-        .find(|l| l.field_path == field_path)
-        .ok_or_else(|| {
-            let known: Vec<&str> = limits.iter().map(|l| l.field_path).collect();
-            unknown("field path", &field_path, &known)
-        })?;
-    Ok(FastApiJson(
-        json!({"kind": "validation_limit", "limit": found}),
-    ))
+    let Some(found) = limits.iter().find(|l| l.field_path == field_path) else {
+        return Lookup::Unsupported(ValidationError::unsupported_see(
+            "field_path",
+            "Unsupported validation limit field path.",
+            limits.iter().map(|l| l.field_path).collect(),
+            "Use one of the field_path values returned by GET /v1/help/limits.".to_owned(),
+        ));
+    };
+    Lookup::Found(json!({"kind": "validation_limit", "limit": found}))
 }
 
 /// This module's routes (see `crate::route_table`).

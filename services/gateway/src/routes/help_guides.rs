@@ -473,6 +473,16 @@ pub struct ValidationError {
 impl ValidationError {
     fn unsupported(field: &'static str, detail: &'static str, allowed: Vec<&'static str>) -> Self {
         let correction_hint = format!("Use one of: {}.", allowed.join(", "));
+        Self::unsupported_see(field, detail, allowed, correction_hint)
+    }
+
+    /// The same refusal with the original's hint naming where the ids are listed.
+    pub fn unsupported_see(
+        field: &'static str,
+        detail: &'static str,
+        allowed: Vec<&'static str>,
+        correction_hint: String,
+    ) -> Self {
         ValidationError {
             error: ValidationDetail {
                 code: "validation",
