@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::GatewayState;
 use crate::error::ErrorStyle;
+use crate::key_order::{KeyOrders, Ordered};
 use crate::mcp;
 use crate::reply::FastApiJson;
 use crate::route::{Route, Routes, Verb};
@@ -134,8 +135,31 @@ pub fn index() -> Value {
     })
 }
 
-async fn get_index() -> FastApiJson<Value> {
-    FastApiJson(index())
+async fn get_index() -> FastApiJson<Ordered> {
+    const ORDER: KeyOrders = &[(
+        "",
+        &[
+            "http_endpoints",
+            "mcp_methods",
+            "tool_topics",
+            "non_tool_topics",
+            "hook_ids",
+            "errors",
+        ],
+    )];
+    FastApiJson(Ordered {
+        value: index(),
+        orders: ORDER,
+    })
+}
+
+/// `{http, mcp_tool}` for the help route at `path` (its MCP tool, if it declares one).
+fn help_route(path: &str) -> Value {
+    let tool = crate::route_table()
+        .into_iter()
+        .find(|r| r.verb == Verb::Get && r.path == path)
+        .and_then(|r| r.tool.map(|t| t.name));
+    json!({"http": format!("GET {path}"), "mcp_tool": tool})
 }
 
 /// How to use one tool.
@@ -175,26 +199,67 @@ async fn onboarding() -> FastApiJson<Value> {
     }))
 }
 
-async fn bootstrap() -> FastApiJson<Value> {
-    FastApiJson(json!({
-        "discover_more": {"http": "GET /v1/help/onboarding"},
-        "first_calls": ["GET /v1/discovery", "GET /v1/capabilities", "GET /v1/manifest"],
-        "help_routes": {
-            "errors": "GET /v1/help/errors/{code}",
-            "hooks": "GET /v1/help/hooks",
-            "limits": "GET /v1/help/limits",
-            "tools": "GET /v1/help/tools/{name}",
-            "topics": "GET /v1/help/topics/{id}",
-        },
-        "kind": "onboarding_bootstrap",
-        "mcp": {"endpoint": format!("POST {}", mcp::PATH), "protocol_version": mcp::handshake_version()},
-        "next_sections": SECTIONS.iter().skip(1).map(|s| s.0).collect::<Vec<_>>(),
-        "recommended_first_section": "bootstrap",
-        "warnings": [
-            "Do not preload every help section; look up a tool or limit when needed.",
-            "Decide on error codes, never on message text.",
-        ],
-    }))
+async fn bootstrap() -> FastApiJson<Ordered> {
+    const ORDER: KeyOrders = &[
+        (
+            "",
+            &[
+                "kind",
+                "recommended_first_section",
+                "startup_route",
+                "retrieval_route",
+                "help_routes",
+                "discover_more",
+                "next_sections",
+                "warnings",
+            ],
+        ),
+        ("/startup_route", &["http", "mcp_tool", "params"]),
+        ("/startup_route/params", &["view", "allow_fallback"]),
+        ("/retrieval_route", &["http", "mcp_tool", "when_to_use"]),
+        (
+            "/help_routes",
+            &["tools", "topics", "hooks", "errors", "limits"],
+        ),
+        ("/help_routes/tools", &["http", "mcp_tool"]),
+        ("/help_routes/topics", &["http", "mcp_tool"]),
+        ("/help_routes/hooks", &["http", "mcp_tool"]),
+        ("/help_routes/errors", &["http", "mcp_tool"]),
+        ("/help_routes/limits", &["http", "mcp_tool"]),
+        ("/discover_more", &["http", "mcp_tool"]),
+    ];
+    FastApiJson(Ordered {
+        value: json!({
+            "discover_more": help_route("/v1/help/onboarding"),
+            "first_calls": ["GET /v1/discovery", "GET /v1/capabilities", "GET /v1/manifest"],
+            "help_routes": {
+                "errors": help_route("/v1/help/errors/{code}"),
+                "hooks": help_route("/v1/help/hooks"),
+                "limits": help_route("/v1/help/limits"),
+                "tools": help_route(TOOL_PATH),
+                "topics": help_route("/v1/help/topics/{id}"),
+            },
+            "startup_route": {
+                "http": "POST /v1/continuity/read",
+                "mcp_tool": "continuity.read",
+                "params": {"view": "startup", "allow_fallback": true},
+            },
+            "retrieval_route": {
+                "http": "POST /v1/context/retrieve",
+                "mcp_tool": "context.retrieve",
+                "when_to_use": "when the task needs more than the startup view: a token-budgeted bundle of memory, continuity and tasks",
+            },
+            "kind": "onboarding_bootstrap",
+            "mcp": {"endpoint": format!("POST {}", mcp::PATH), "protocol_version": mcp::handshake_version()},
+            "next_sections": SECTIONS.iter().skip(1).map(|s| s.0).collect::<Vec<_>>(),
+            "recommended_first_section": "bootstrap",
+            "warnings": [
+                "Do not preload every help section; look up a tool or limit when needed.",
+                "Decide on error codes, never on message text.",
+            ],
+        }),
+        orders: ORDER,
+    })
 }
 
 async fn section(Path(id): Path<String>) -> Lookup<Value> {
@@ -216,12 +281,15 @@ async fn section(Path(id): Path<String>) -> Lookup<Value> {
     }))
 }
 
-async fn limits_index(State(state): State<GatewayState>) -> FastApiJson<Value> {
+async fn limits_index(State(state): State<GatewayState>) -> FastApiJson<Ordered> {
     let limits = limits(&state);
-    FastApiJson(json!({
-        "field_paths": limits.iter().map(|l| l.field_path).collect::<Vec<_>>(),
-        "kind": "validation_limits_index",
-    }))
+    FastApiJson(Ordered {
+        value: json!({
+            "field_paths": limits.iter().map(|l| l.field_path).collect::<Vec<_>>(),
+            "kind": "validation_limits_index",
+        }),
+        orders: &[("", &["kind", "field_paths"])],
+    })
 }
 
 async fn limit(State(state): State<GatewayState>, Path(field_path): Path<String>) -> Lookup<Value> {
@@ -359,4 +427,41 @@ pub fn routes() -> Vec<Route> {
             "One enforced limit by field_path",
         ),
     ]
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_bootstrap_and_index_keep_cognirelays_key_order() {
+        let FastApiJson(bootstrap) = bootstrap().await;
+        let text = serde_json::to_string(&bootstrap).unwrap();
+        // CogniRelay 1.4.15's bootstrap opens with these, in this order.
+        assert!(
+            text.starts_with(
+                r#"{"kind":"onboarding_bootstrap","recommended_first_section":"bootstrap","startup_route":{"http":"POST /v1/continuity/read","mcp_tool":"continuity.read","params":{"view":"startup","allow_fallback":true}},"retrieval_route":{"http":"POST /v1/context/retrieve","mcp_tool":"context.retrieve","when_to_use":"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#""help_routes":{"tools":{"http":"GET /v1/help/tools/{name}","mcp_tool":"system.tool_usage"},"topics":"#),
+            "{text}"
+        );
+        let FastApiJson(index) = get_index().await;
+        let text = serde_json::to_string(&index).unwrap();
+        assert!(text.starts_with(r#"{"http_endpoints":["#), "{text}");
+        let order: Vec<usize> = [
+            "\"mcp_methods\"",
+            "\"tool_topics\"",
+            "\"non_tool_topics\"",
+            "\"hook_ids\"",
+            "\"errors\"",
+        ]
+        .iter()
+        .map(|key| text.find(key).unwrap())
+        .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{text}");
+    }
 }
