@@ -36,16 +36,30 @@ fn common(route: &[&str], path: &[&str]) -> usize {
     route
         .iter()
         .zip(path)
-        .take_while(|(r, p)| r == p || (r.starts_with('{') && r.ends_with('}')))
+        .take_while(|(r, p)| r == p || is_param(r))
         .count()
 }
 
-/// The methods of the routes that serve `path`, in table order.
+fn is_param(segment: &str) -> bool {
+    segment.starts_with('{') && segment.ends_with('}')
+}
+
+/// The methods of the route pattern the router matches `path` to (a literal segment before
+/// a parameter, as the router prefers: `/handoff/create` is not `/handoff/{handoff_id}`),
+/// in table order.
 fn serving(path: &str) -> Vec<Verb> {
     let path: Vec<&str> = segments(path).collect();
-    ROUTES
+    let matching: Vec<&(Vec<&str>, ErrorStyle, Verb)> = ROUTES
         .iter()
         .filter(|(route, _, _)| route.len() == path.len() && common(route, &path) == path.len())
+        .collect();
+    let literals = |route: &[&str]| route.iter().map(|s| !is_param(s)).collect::<Vec<bool>>();
+    let Some(best) = matching.iter().map(|(route, _, _)| literals(route)).max() else {
+        return Vec::new();
+    };
+    matching
+        .into_iter()
+        .filter(|(route, _, _)| literals(route) == best)
         .map(|(_, _, verb)| *verb)
         .collect()
 }
@@ -143,5 +157,8 @@ mod tests {
         assert_eq!(serving("/v1/schedule/items"), [Verb::Post, Verb::Get]);
         assert_eq!(serving("/v1/schedule/items/s-1"), [Verb::Get, Verb::Patch]);
         assert!(serving("/v1/nope").is_empty());
+        assert_eq!(serving("/v1/coordination/handoff/create"), [Verb::Post]);
+        assert_eq!(serving("/v1/coordination/handoff/h-1"), [Verb::Get]);
+        assert_eq!(serving("/v1/tasks/query"), [Verb::Get]);
     }
 }
