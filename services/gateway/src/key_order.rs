@@ -1,10 +1,25 @@
-//! A JSON document written with the original system's key order. The discovery and help
-//! documents are built as `serde_json::Value`s, whose objects are sorted; the original
-//! writes Python dicts in insertion order. [`Ordered`] writes a value with the keys of the
-//! objects it names first, in the order given, then any others (Noema's additions) sorted.
+//! JSON written with the original system's key order. The discovery and help documents are
+//! built as `serde_json::Value`s, whose objects are sorted; the original writes Python dicts
+//! in insertion order. [`Ordered`] writes a value with the keys of the objects it names
+//! first, in the order given, then any others (Noema's additions) sorted; [`OrderedMap`] is
+//! an object of typed values in the order of its list.
 
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
+
+/// A JSON object whose entries are written in the order of the list.
+#[derive(Debug)]
+pub struct OrderedMap<V>(pub Vec<(&'static str, V)>);
+
+impl<V: Serialize> Serialize for OrderedMap<V> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, value) in &self.0 {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
 
 /// Key orders by object path: `""` is the document, `"/protocol"` its `protocol` object,
 /// `"/tools/*"` each element of its `tools` array.

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::error::ErrorStyle;
 use crate::features;
-use crate::key_order::{KeyOrders, Ordered};
+use crate::key_order::{KeyOrders, Ordered, OrderedMap};
 use crate::mcp;
 use crate::reply::FastApiJson;
 use crate::route::{Access, Route, Routes, Verb};
@@ -45,17 +45,22 @@ struct Surfaces {
     features: BTreeMap<&'static str, &'static str>,
 }
 
-struct RouteInfo {
-    verb: Verb,
-    path: &'static str,
+pub(crate) struct RouteInfo {
+    pub verb: Verb,
+    pub path: &'static str,
     scope: Option<&'static str>,
-    tool: Option<&'static str>,
+    pub tool: Option<&'static str>,
 }
 
 impl Surfaces {
     fn serves(&self, verb: Verb, path: &str) -> bool {
         self.routes.iter().any(|r| r.verb == verb && r.path == path)
     }
+}
+
+/// Every route served, in table order (computed once).
+pub(crate) fn served_routes() -> &'static [RouteInfo] {
+    &surfaces().routes
 }
 
 fn surfaces() -> &'static Surfaces {
@@ -97,22 +102,7 @@ pub struct CapabilitiesV1 {
     /// Changes only with an incompatible change of this shape.
     pub version: &'static str,
     #[schemars(with = "BTreeMap<String, FeatureSummary>")]
-    pub features: FeatureMap,
-}
-
-/// Features as a JSON object, in the order of the list.
-#[derive(Debug)]
-pub struct FeatureMap(pub Vec<(&'static str, FeatureSummary)>);
-
-impl Serialize for FeatureMap {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (key, summary) in &self.0 {
-            map.serialize_entry(key, summary)?;
-        }
-        map.end()
-    }
+    pub features: OrderedMap<FeatureSummary>,
 }
 
 /// The features of the routes this instance serves with their summaries, in the order
@@ -131,7 +121,7 @@ fn listed_features() -> Vec<(&'static str, &'static str)> {
 pub fn capabilities_v1() -> CapabilitiesV1 {
     CapabilitiesV1 {
         version: "1",
-        features: FeatureMap(
+        features: OrderedMap(
             listed_features()
                 .into_iter()
                 .map(|(key, summary)| (key, FeatureSummary { summary }))
@@ -449,7 +439,7 @@ struct GovernancePolicy {
     schema_version: &'static str,
     authority_model: AuthorityModel,
     #[schemars(with = "BTreeMap<String, TemplateBody>")]
-    scope_templates: Templates,
+    scope_templates: OrderedMap<TemplateBody>,
     incident_response: IncidentResponse,
     audit_retention: AuditRetention,
 }
@@ -483,33 +473,31 @@ struct TemplateBody {
     write_namespaces: &'static [&'static str],
 }
 
-/// The templates identity issues tokens with, as an object keyed by name: CogniRelay's two
-/// in its order, then Noema's own.
-struct Templates;
-
 /// CogniRelay's templates, in its order.
 const COGNIRELAY_TEMPLATES: [&str; 2] = ["collaboration_peer", "replication_peer"];
 
-impl Serialize for Templates {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let originals = COGNIRELAY_TEMPLATES
-            .iter()
-            .filter_map(|name| TOKEN_TEMPLATES.iter().find(|t| t.name == *name));
-        let own = TOKEN_TEMPLATES
-            .iter()
-            .filter(|t| !COGNIRELAY_TEMPLATES.contains(&t.name));
-        let mut map = serializer.serialize_map(Some(TOKEN_TEMPLATES.len()))?;
-        for t in originals.chain(own) {
-            let body = TemplateBody {
-                scopes: t.scopes,
-                read_namespaces: t.read_namespaces,
-                write_namespaces: t.write_namespaces,
-            };
-            map.serialize_entry(t.name, &body)?;
-        }
-        map.end()
-    }
+/// The templates identity issues tokens with, keyed by name: CogniRelay's two in its order,
+/// then Noema's own.
+fn templates() -> OrderedMap<TemplateBody> {
+    let originals = COGNIRELAY_TEMPLATES
+        .iter()
+        .filter_map(|name| TOKEN_TEMPLATES.iter().find(|t| t.name == *name));
+    let own = TOKEN_TEMPLATES
+        .iter()
+        .filter(|t| !COGNIRELAY_TEMPLATES.contains(&t.name));
+    OrderedMap(
+        originals
+            .chain(own)
+            .map(|t| {
+                let body = TemplateBody {
+                    scopes: t.scopes,
+                    read_namespaces: t.read_namespaces,
+                    write_namespaces: t.write_namespaces,
+                };
+                (t.name, body)
+            })
+            .collect(),
+    )
 }
 
 async fn governance_policy() -> FastApiJson<GovernanceAnswer> {
@@ -521,7 +509,7 @@ async fn governance_policy() -> FastApiJson<GovernanceAnswer> {
                 issuer: "owner",
                 description: "The owner token (admin:peers) is the only issuer of tokens; tokens are stored only as SHA-256.",
             },
-            scope_templates: Templates,
+            scope_templates: templates(),
             incident_response: IncidentResponse {
                 token_compromise: [
                     "revoke impacted token(s)",

@@ -16,6 +16,7 @@ use crate::mcp;
 use crate::reply::FastApiJson;
 use crate::route::{Route, Routes, Verb};
 
+use super::discovery;
 use super::help_guides::{self, Lookup, ValidationError};
 
 const HELP: Routes = Routes::new("help", ErrorStyle::CogniRelay, "");
@@ -114,7 +115,7 @@ fn limits(state: &GatewayState) -> Vec<Limit> {
 }
 
 fn help_paths() -> Vec<String> {
-    crate::route_table()
+    discovery::served_routes()
         .iter()
         .filter(|r| r.path.starts_with("/v1/help"))
         .map(|r| format!("{} {}", r.verb.as_str(), r.path))
@@ -155,10 +156,10 @@ async fn get_index() -> FastApiJson<Ordered> {
 
 /// `{http, mcp_tool}` for the help route at `path` (its MCP tool, if it declares one).
 fn help_route(path: &str) -> Value {
-    let tool = crate::route_table()
-        .into_iter()
+    let tool = discovery::served_routes()
+        .iter()
         .find(|r| r.verb == Verb::Get && r.path == path)
-        .and_then(|r| r.tool.map(|t| t.name));
+        .and_then(|r| r.tool);
     json!({"http": format!("GET {path}"), "mcp_tool": tool})
 }
 
