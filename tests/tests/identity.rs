@@ -628,14 +628,40 @@ async fn token_lifecycle_on_cognirelay_routes(cluster: &TestCluster) {
         error["detail"].as_str().unwrap().contains("unknown scopes"),
         "{error}"
     );
-    let (status, _) = post(
+    // The original's own refusals of an expiry (CogniRelay 1.4.15's bodies), and a naive
+    // expiry taken as UTC, as its `fromisoformat` reading does.
+    for (body, detail) in [
+        (
+            json!({"peer_id": "p", "ttl_seconds": 5, "expires_at": "2099-01-01T00:00:00Z"}),
+            "Provide either expires_at or ttl_seconds, not both",
+        ),
+        (
+            json!({"peer_id": "p", "expires_at": "garbage"}),
+            "Invalid expires_at format",
+        ),
+    ] {
+        let answer = post(cluster, owner_token, "/v1/security/tokens/issue", body).await;
+        assert_eq!(answer, (400, json!({"detail": detail})));
+    }
+    let (status, naive) = post(
         cluster,
         owner_token,
         "/v1/security/tokens/issue",
-        json!({"peer_id": "p", "ttl_seconds": 5, "expires_at": "2099-01-01T00:00:00Z"}),
+        json!({"peer_id": "p", "expires_at": "2099-01-01T00:00:00"}),
     )
     .await;
-    assert_eq!(status, 400);
+    assert_eq!(status, 200, "{naive}");
+    assert_eq!(naive["token_meta"]["expires_at"], "2099-01-01T00:00:00Z");
+    // A missing peer_id is pydantic's 422, echoing the body in its own key order.
+    let answer = post(
+        cluster,
+        owner_token,
+        "/v1/security/tokens/issue",
+        json!({"scopes": ["read:files"], "description": "d"}),
+    )
+    .await;
+    let echo = r#"{"detail":[{"type":"missing","loc":["body","peer_id"],"msg":"Field required","input":{"description":"d","scopes":["read:files"]}}]}"#;
+    assert_eq!(answer, (422, serde_json::from_str::<Value>(echo).unwrap()));
     let (status, _) = post(
         cluster,
         owner_token,

@@ -3,7 +3,9 @@
 //! original's key order (`app/security/service.py`); refusals the original makes itself
 //! carry its own status and text.
 
-use noema_core::time::proto::{parse_rfc3339, rfc3339_seconds};
+use noema_continuity::domain::json::{Json, to_py_json};
+use noema_continuity::domain::timestamp::parse_iso;
+use noema_core::time::proto::{rfc3339_seconds, timestamp};
 use noema_proto::identity::v1 as pb;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
@@ -14,7 +16,7 @@ use noema_core::{ErrorCode, Reason};
 use super::continuity::original;
 use crate::error::{ApiError, ErrorStyle};
 use crate::features;
-use crate::forward::{Caller, JsonBody, LastQuery};
+use crate::forward::{Caller, JsonBody, LastQuery, RawJson, json_body};
 use crate::reply::{FastApiAnswer, FastApiJson};
 use crate::route::{Route, Routes, Verb};
 
@@ -277,7 +279,7 @@ pub struct IssueInput {
     /// Who the token acts as; a registered agent id makes it act as that agent.
     #[serde(default)]
     #[schemars(length(min = 1))]
-    pub peer_id: String,
+    pub peer_id: Option<String>,
     /// Default: every scope but `admin:peers`.
     #[serde(default)]
     #[schemars(schema_with = "scope_list")]
@@ -288,9 +290,9 @@ pub struct IssueInput {
     #[serde(default)]
     #[schemars(schema_with = "namespace_list")]
     pub write_namespaces: Vec<String>,
-    /// RFC 3339, in the future; not with `ttl_seconds`.
+    /// ISO 8601 as Python's `fromisoformat` reads it (without an offset: UTC), in the
+    /// future; not with `ttl_seconds`.
     #[serde(default)]
-    #[schemars(extend("anyOf" = [{"type": "null"}, {"enum": [""]}, {"format": "date-time"}]))]
     pub expires_at: Option<String>,
     /// At most a year.
     #[serde(default)]
@@ -325,17 +327,46 @@ fn namespace_list(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
-fn timestamp_field(
-    field: &str,
-    text: Option<&str>,
-) -> Result<Option<prost_types::Timestamp>, ApiError> {
-    match text {
-        None | Some("") => Ok(None),
-        Some(text) => parse_rfc3339(text).map(Some).ok_or_else(|| {
-            ApiError::invalid(format!(
-                "{field} must be an RFC 3339 timestamp like 2026-01-31T12:00:00Z"
-            ))
-        }),
+/// The expiry a token request names, as the service is sent it, with the original's
+/// refusal of it (`_resolve_token_expiry`: both an expiry and a TTL, or an expiry its
+/// `fromisoformat` cannot read; a naive one is UTC). The service refuses what it is then
+/// sent (both, or an instant in the past) only after its check that the caller may manage
+/// tokens, and that refusal is answered with the original's ([`Expiry::judged`]).
+struct Expiry {
+    expires_at: Option<prost_types::Timestamp>,
+    refusal: Option<ApiError>,
+}
+
+impl Expiry {
+    fn of(expires_at: Option<&str>, ttl_seconds: Option<u64>) -> Expiry {
+        let text = expires_at.unwrap_or_default();
+        if text.is_empty() {
+            return Expiry {
+                expires_at: None,
+                refusal: None,
+            };
+        }
+        let parsed = parse_iso(text).map(timestamp);
+        let refusal = if ttl_seconds.is_some_and(|ttl| ttl > 0) {
+            Some("Provide either expires_at or ttl_seconds, not both")
+        } else if parsed.is_none() {
+            Some("Invalid expires_at format")
+        } else {
+            None
+        };
+        Expiry {
+            // The epoch for text that is no instant: the service refuses a past expiry.
+            expires_at: Some(parsed.unwrap_or_default()),
+            refusal: refusal.map(|detail| refused(ErrorCode::InvalidArgument, 400, detail)),
+        }
+    }
+
+    /// The service's refusal, or the original's where the service refused the expiry.
+    fn judged(&self, status: tonic::Status) -> ApiError {
+        match &self.refusal {
+            Some(refusal) if status.code() == tonic::Code::InvalidArgument => refusal.clone(),
+            _ => ApiError::from(status),
+        }
     }
 }
 
@@ -350,14 +381,25 @@ pub struct Issued {
     pub latest_commit: (),
 }
 
-async fn issue_token(
-    caller: Caller,
-    JsonBody(body): JsonBody<IssueInput>,
-) -> FastApiAnswer<Issued> {
+async fn issue_token(caller: Caller, raw: RawJson<IssueInput>) -> FastApiAnswer<Issued> {
+    let bytes = raw.bytes;
+    let body: IssueInput = json_body(&bytes)?;
+    let Some(peer_id) = body.peer_id else {
+        // pydantic's 422, echoing the body as FastAPI writes it back.
+        let input = Json::parse(&bytes).map(|json| to_py_json(&json));
+        return Err(super::continuity::invalid_envelope(
+            "missing",
+            r#"["body","peer_id"]"#,
+            "Field required",
+            input.as_deref().unwrap_or("{}"),
+            None,
+        ));
+    };
     check_ttl(body.ttl_seconds)?;
+    let expiry = Expiry::of(body.expires_at.as_deref(), body.ttl_seconds);
     let request = pb::IssueTokenRequest {
-        peer_id: body.peer_id,
-        expires_at: timestamp_field("expires_at", body.expires_at.as_deref())?,
+        peer_id,
+        expires_at: expiry.expires_at.clone(),
         scopes: body.scopes,
         read_namespaces: body.read_namespaces,
         write_namespaces: body.write_namespaces,
@@ -372,7 +414,7 @@ async fn issue_token(
         .identity()
         .issue_token(caller.request(request))
         .await
-        .map_err(|status| taken(ApiError::from(status), &token_id))?
+        .map_err(|status| taken(expiry.judged(status), &token_id))?
         .into_inner();
     Ok(FastApiJson(Issued {
         ok: true,
@@ -498,9 +540,9 @@ pub struct RotateInput {
     #[serde(default)]
     #[schemars(schema_with = "namespace_list")]
     pub write_namespaces: Vec<String>,
-    /// RFC 3339, in the future; not with `ttl_seconds`.
+    /// ISO 8601 as Python's `fromisoformat` reads it (without an offset: UTC), in the
+    /// future; not with `ttl_seconds`.
     #[serde(default)]
-    #[schemars(extend("anyOf" = [{"type": "null"}, {"enum": [""]}, {"format": "date-time"}]))]
     pub expires_at: Option<String>,
     /// At most a year.
     #[serde(default)]
@@ -531,10 +573,11 @@ async fn rotate_token(
 ) -> FastApiAnswer<Rotated> {
     check_ttl(body.ttl_seconds)?;
     let selector = Selector::one(body.token_id, body.token_sha256.as_deref());
+    let expiry = Expiry::of(body.expires_at.as_deref(), body.ttl_seconds);
     let request = pb::RotateTokenRequest {
         token_id: selector.token_id.clone(),
         token_sha256: selector.token_sha256.clone(),
-        expires_at: timestamp_field("expires_at", body.expires_at.as_deref())?,
+        expires_at: expiry.expires_at.clone(),
         scopes: body.scopes,
         read_namespaces: body.read_namespaces,
         write_namespaces: body.write_namespaces,
@@ -548,7 +591,14 @@ async fn rotate_token(
         .identity()
         .rotate_token(caller.request(request))
         .await
-        .map_err(|status| taken(selector.judged(status), &new_token_id))?
+        // The original finds the token before it reads the expiry.
+        .map_err(|status| {
+            let refused = match (&selector.refusal, status.code()) {
+                (None, tonic::Code::InvalidArgument) => expiry.judged(status),
+                _ => selector.judged(status),
+            };
+            taken(refused, &new_token_id)
+        })?
         .into_inner();
     Ok(FastApiJson(Rotated {
         ok: true,
