@@ -652,6 +652,41 @@ async fn token_lifecycle_on_cognirelay_routes(cluster: &TestCluster) {
     .await;
     assert_eq!(status, 200, "{naive}");
     assert_eq!(naive["token_meta"]["expires_at"], "2099-01-01T00:00:00Z");
+    // A past expiry issues a token born expired, refused as the original refuses it.
+    let (status, born_expired) = post(
+        cluster,
+        owner_token,
+        "/v1/security/tokens/issue",
+        json!({"peer_id": "p", "scopes": ["read:files"], "expires_at": "2020-01-01T00:00:00Z"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{born_expired}");
+    assert_eq!(born_expired["token_meta"]["effective_status"], "expired");
+    let secret = born_expired["token"].as_str().unwrap();
+    let answer = get(cluster, secret, "/v1/messages/pending").await;
+    assert_eq!(answer, (401, json!({"detail": "Token expired"})));
+    // Listed only with include_inactive, as both of the original's filters apply.
+    let (_, listed) = get(cluster, owner_token, "/v1/security/tokens?status=expired").await;
+    assert_eq!(listed["count"], 0, "{listed}");
+    let (_, listed) = get(
+        cluster,
+        owner_token,
+        "/v1/security/tokens?status=expired&include_inactive=true",
+    )
+    .await;
+    assert_eq!(listed["count"], 1, "{listed}");
+    // It rotates; the replacement inherits the expiry unless the rotation names one.
+    let expired_id = born_expired["token_meta"]["token_id"].as_str().unwrap();
+    let (status, rotated) = post(
+        cluster,
+        owner_token,
+        "/v1/security/tokens/rotate",
+        json!({"token_id": expired_id, "ttl_seconds": 60}),
+    )
+    .await;
+    assert_eq!(status, 200, "{rotated}");
+    assert_eq!(rotated["token_meta"]["effective_status"], "active");
+    assert_eq!(rotated["from_token"]["status"], "revoked");
     // A missing peer_id is pydantic's 422, echoing the body in its own key order.
     let answer = post(
         cluster,

@@ -199,7 +199,8 @@ pub struct TokensQuery {
     /// Only this peer's tokens
     #[serde(default)]
     pub peer_id: Option<String>,
-    /// active, revoked or expired (another status matches no token)
+    /// active, revoked or expired (another status matches no token; revoked and expired
+    /// ones only with include_inactive)
     #[serde(default)]
     pub status: Option<String>,
     /// true to include revoked and expired tokens (pydantic's booleans: true/false, 1/0,
@@ -247,7 +248,10 @@ async fn list_tokens(
 ) -> FastApiAnswer<TokenList> {
     let include_inactive = query_bool("include_inactive", query.include_inactive.as_deref())?;
     let status = query.status.unwrap_or_default();
-    if !LISTED_STATUSES.contains(&status.as_str()) {
+    // The original applies both filters: without `include_inactive` only active tokens are
+    // listed, so a status other than active matches none.
+    let inactive_excluded = !include_inactive && !status.is_empty() && status != "active";
+    if !LISTED_STATUSES.contains(&status.as_str()) || inactive_excluded {
         return Ok(FastApiJson(TokenList {
             ok: true,
             count: 0,
@@ -290,8 +294,8 @@ pub struct IssueInput {
     #[serde(default)]
     #[schemars(schema_with = "namespace_list")]
     pub write_namespaces: Vec<String>,
-    /// ISO 8601 as Python's `fromisoformat` reads it (without an offset: UTC), in the
-    /// future; not with `ttl_seconds`.
+    /// ISO 8601 as Python's `fromisoformat` reads it (without an offset: UTC); a past
+    /// one issues a token already expired. Not with `ttl_seconds`.
     #[serde(default)]
     pub expires_at: Option<String>,
     /// At most a year.
@@ -329,11 +333,14 @@ fn namespace_list(_: &mut SchemaGenerator) -> Schema {
 
 /// The expiry a token request names, as the service is sent it, with the original's
 /// refusal of it (`_resolve_token_expiry`: both an expiry and a TTL, or an expiry its
-/// `fromisoformat` cannot read; a naive one is UTC). The service refuses what it is then
-/// sent (both, or an instant in the past) only after its check that the caller may manage
-/// tokens, and that refusal is answered with the original's ([`Expiry::judged`]).
+/// `fromisoformat` cannot read; a naive one is UTC, a past one gives a token born expired).
+/// A refused expiry is sent with a TTL beside it, which the service refuses only after its
+/// check that the caller may manage tokens; that refusal is answered with the original's
+/// ([`Expiry::judged`]).
 struct Expiry {
     expires_at: Option<prost_types::Timestamp>,
+    /// The TTL to send instead of the request's: 1 second beside a refused expiry.
+    ttl_seconds: Option<u64>,
     refusal: Option<ApiError>,
 }
 
@@ -343,6 +350,7 @@ impl Expiry {
         if text.is_empty() {
             return Expiry {
                 expires_at: None,
+                ttl_seconds,
                 refusal: None,
             };
         }
@@ -355,8 +363,12 @@ impl Expiry {
             None
         };
         Expiry {
-            // The epoch for text that is no instant: the service refuses a past expiry.
             expires_at: Some(parsed.unwrap_or_default()),
+            ttl_seconds: if refusal.is_some() {
+                Some(ttl_seconds.unwrap_or(1).max(1))
+            } else {
+                ttl_seconds
+            },
             refusal: refusal.map(|detail| refused(ErrorCode::InvalidArgument, 400, detail)),
         }
     }
@@ -400,10 +412,10 @@ async fn issue_token(caller: Caller, raw: RawJson<IssueInput>) -> FastApiAnswer<
     let request = pb::IssueTokenRequest {
         peer_id,
         expires_at: expiry.expires_at.clone(),
+        ttl_seconds: expiry.ttl_seconds.unwrap_or(0),
         scopes: body.scopes,
         read_namespaces: body.read_namespaces,
         write_namespaces: body.write_namespaces,
-        ttl_seconds: body.ttl_seconds.unwrap_or(0),
         description: body.description.unwrap_or_default(),
         token_id: body.token_id.unwrap_or_default(),
         template: body.template.unwrap_or_default(),
@@ -540,8 +552,8 @@ pub struct RotateInput {
     #[serde(default)]
     #[schemars(schema_with = "namespace_list")]
     pub write_namespaces: Vec<String>,
-    /// ISO 8601 as Python's `fromisoformat` reads it (without an offset: UTC), in the
-    /// future; not with `ttl_seconds`.
+    /// ISO 8601 as Python's `fromisoformat` reads it (without an offset: UTC); a past
+    /// one issues a token already expired. Not with `ttl_seconds`.
     #[serde(default)]
     pub expires_at: Option<String>,
     /// At most a year.
@@ -578,10 +590,10 @@ async fn rotate_token(
         token_id: selector.token_id.clone(),
         token_sha256: selector.token_sha256.clone(),
         expires_at: expiry.expires_at.clone(),
+        ttl_seconds: expiry.ttl_seconds.unwrap_or(0),
         scopes: body.scopes,
         read_namespaces: body.read_namespaces,
         write_namespaces: body.write_namespaces,
-        ttl_seconds: body.ttl_seconds.unwrap_or(0),
         description: body.description.unwrap_or_default(),
         new_token_id: body.new_token_id.unwrap_or_default(),
         reason: body.reason.unwrap_or_default(),
@@ -637,7 +649,7 @@ pub fn routes() -> Vec<Route> {
         .status(409, "A token with this token_id exists")
         .status(
             400,
-            "Invalid; also expires_at in the past, or with ttl_seconds",
+            "Invalid; also an unreadable expires_at, or one with ttl_seconds",
         )
         .tool(
             "security.tokens_issue",
@@ -675,7 +687,7 @@ pub fn routes() -> Vec<Route> {
         )
         .status(
             400,
-            "Invalid; also expires_at in the past, or with ttl_seconds",
+            "Invalid; also an unreadable expires_at, or one with ttl_seconds",
         )
         .tool(
             "security.tokens_rotate",

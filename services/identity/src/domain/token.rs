@@ -256,11 +256,8 @@ pub fn token_spec(request: TokenRequest, now: OffsetDateTime) -> Result<TokenSpe
                 "give expires_at or ttl_seconds, not both".into(),
             ));
         }
-        (Some(at), _) if at <= now => {
-            return Err(IdentityError::InvalidArgument(
-                "expires_at must be in the future".into(),
-            ));
-        }
+        // An instant already past gives a token born expired, as CogniRelay's issue does
+        // (listed with `effective_status` expired, refused with `Token expired`).
         (Some(at), _) => Some(at),
         (None, 0) => None,
         (None, ttl) if ttl > MAX_TTL_SECONDS => {
@@ -435,8 +432,8 @@ pub fn rotation_request(old: &TokenRecord, rotation: Rotation) -> TokenRequest {
     }
 }
 
-/// Whether `old` may be rotated now.
-pub fn check_rotatable(old: &TokenRecord, now: OffsetDateTime) -> Result<(), IdentityError> {
+/// Whether `old` may be rotated: neither the owner token nor a revoked one.
+pub fn check_rotatable(old: &TokenRecord) -> Result<(), IdentityError> {
     if old.token_id == OWNER_TOKEN_ID {
         return Err(IdentityError::FailedPrecondition(OWNER_IMMUTABLE.into()));
     }
@@ -445,13 +442,8 @@ pub fn check_rotatable(old: &TokenRecord, now: OffsetDateTime) -> Result<(), Ide
             token_id: old.token_id.clone(),
         });
     }
-    if old.effective_status(now) != "active" {
-        return Err(IdentityError::FailedPrecondition(format!(
-            "token {:?} is {} and cannot be rotated",
-            old.token_id,
-            old.effective_status(now)
-        )));
-    }
+    // An expired token rotates (its replacement inherits the expiry unless the rotation
+    // names one), as CogniRelay's does.
     Ok(())
 }
 
@@ -639,15 +631,19 @@ mod tests {
     }
 
     #[test]
-    fn only_active_non_owner_tokens_rotate_and_lists_filter_by_status() {
+    fn unrevoked_non_owner_tokens_rotate_and_lists_filter_by_status() {
         let now = OffsetDateTime::UNIX_EPOCH;
         let spec = token_spec(request("agent:a"), now).unwrap();
         let (_, mut token) = mint(spec, "", None, now).unwrap();
-        assert!(check_rotatable(&token, now).is_ok());
+        assert!(check_rotatable(&token).is_ok());
+        token.expires_at = Some(now - time::Duration::seconds(1));
+        assert_eq!(token.effective_status(now), "expired");
+        assert!(check_rotatable(&token).is_ok());
+        token.expires_at = None;
         let active = list_filter(String::new(), false).unwrap();
         assert!(active(&token, now));
         token.status = TokenStatus::Revoked;
-        let err = check_rotatable(&token, now).unwrap_err();
+        let err = check_rotatable(&token).unwrap_err();
         assert!(
             err.to_string()
                 .ends_with("is revoked and cannot be rotated")
@@ -658,7 +654,7 @@ mod tests {
         assert!(list_filter("gone".into(), false).is_err());
         token.token_id = OWNER_TOKEN_ID.into();
         assert_eq!(
-            check_rotatable(&token, now).unwrap_err().to_string(),
+            check_rotatable(&token).unwrap_err().to_string(),
             OWNER_IMMUTABLE
         );
     }

@@ -141,7 +141,7 @@ impl Identity {
         let old = self
             .find_token(&request.token_id, &request.token_sha256)
             .await?;
-        token::check_rotatable(&old, now)?;
+        token::check_rotatable(&old)?;
         token::check_tenant_grant(issuer, &old.tenant)?;
         let changes = Rotation {
             expires_at: request.expires_at?,
