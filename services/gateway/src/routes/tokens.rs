@@ -411,7 +411,7 @@ async fn issue_token(caller: Caller, raw: RawJson<IssueInput>) -> FastApiAnswer<
     let expiry = Expiry::of(body.expires_at.as_deref(), body.ttl_seconds);
     let request = pb::IssueTokenRequest {
         peer_id,
-        expires_at: expiry.expires_at.clone(),
+        expires_at: expiry.expires_at,
         ttl_seconds: expiry.ttl_seconds.unwrap_or(0),
         scopes: body.scopes,
         read_namespaces: body.read_namespaces,
@@ -589,7 +589,7 @@ async fn rotate_token(
     let request = pb::RotateTokenRequest {
         token_id: selector.token_id.clone(),
         token_sha256: selector.token_sha256.clone(),
-        expires_at: expiry.expires_at.clone(),
+        expires_at: expiry.expires_at,
         ttl_seconds: expiry.ttl_seconds.unwrap_or(0),
         scopes: body.scopes,
         read_namespaces: body.read_namespaces,
