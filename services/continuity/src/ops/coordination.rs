@@ -15,7 +15,7 @@ use crate::domain::coordination::reconciliation::{
 use crate::domain::coordination::shared::{self, Shared, SharedQuery};
 use crate::domain::coordination::signing::{self, BindingChange};
 use crate::domain::coordination::{
-    check_commit_message, check_id, is_admin, read_body, text, written_body,
+    check_commit_message, check_id, check_lock_id, is_admin, read_body, text, written_body,
 };
 use crate::domain::error::ContinuityError;
 use crate::domain::json::{Json, JsonObject, to_py_json};
@@ -659,6 +659,8 @@ impl Continuity {
         caller.require(WRITE)?;
         caller.require_write_path(&shared::path("x"))?;
         let signature = self.signature_of(caller, &covered, presented).await?;
+        // The original takes the artifact's lock before it reads the id's form.
+        check_lock_id(shared_id)?;
         for _ in 0..WRITE_ATTEMPTS {
             let (row, before) = self.shared_row(caller, shared_id).await?;
             let at = now();

@@ -42,6 +42,20 @@ pub fn check_id(value: &str, prefix: &str, detail: &str) -> Result<(), Continuit
     }
 }
 
+/// 400 `Invalid artifact id for locking` for an id other than lowercase letters, digits and
+/// `_` (the original's per-artifact lock file name, taken before a shared update reads its id).
+pub fn check_lock_id(value: &str) -> Result<(), ContinuityError> {
+    let safe = !value.is_empty()
+        && value
+            .bytes()
+            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'));
+    if safe {
+        Ok(())
+    } else {
+        Err(ContinuityError::invalid("Invalid artifact id for locking"))
+    }
+}
+
 /// 400 `Value too long in coordination_<kind>.commit_message` over 120 code points.
 pub fn check_commit_message(body: &Json, kind: &str) -> Result<(), ContinuityError> {
     let long = body
