@@ -76,15 +76,23 @@ pub fn parse_body(bytes: &[u8]) -> Result<Json, ContinuityError> {
         ]));
     }
     Json::parse(bytes).map_err(|err| {
-        let offset = bytes
-            .split(|b| *b == b'\n')
-            .take(err.line().saturating_sub(1))
-            .map(|line| line.len() + 1)
-            .sum::<usize>()
-            + err.column().saturating_sub(1);
+        let offset = if err.classify() == serde_json::error::Category::Eof {
+            eof_position(bytes)
+        } else {
+            bytes
+                .split(|b| *b == b'\n')
+                .take(err.line().saturating_sub(1))
+                .map(|line| line.len() + 1)
+                .sum::<usize>()
+                + err.column().saturating_sub(1)
+        };
+        // Python counts characters of the decoded text; serde_json counts bytes.
+        let position = String::from_utf8_lossy(bytes.get(..offset).unwrap_or(bytes))
+            .chars()
+            .count();
         ContinuityError::Validation(vec![super::error::FieldError {
             kind: "json_invalid",
-            loc: super::error::Loc::body().index(offset),
+            loc: super::error::Loc::body().index(position),
             msg: "JSON decode error".to_owned(),
             input: Json::Object(super::json::JsonObject::new()),
             ctx: vec![(
@@ -93,6 +101,24 @@ pub fn parse_body(bytes: &[u8]) -> Result<Json, ContinuityError> {
             )],
         }])
     })
+}
+
+/// Where Python's decoder places an error at the end of the text: the opening quote of a
+/// string left open ("Unterminated string starting at"), else the end (serde_json points
+/// at the last byte it read).
+fn eof_position(bytes: &[u8]) -> usize {
+    let mut open = None;
+    let mut escaped = false;
+    for (at, byte) in bytes.iter().enumerate() {
+        match (open, byte) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), b'\\') => escaped = true,
+            (Some(_), b'"') => open = None,
+            (None, b'"') => open = Some(at),
+            _ => {}
+        }
+    }
+    open.unwrap_or(bytes.len())
 }
 
 /// What Python's `json` module (3.12) says for the failure serde_json found, as FastAPI puts
@@ -964,5 +990,22 @@ mod json_error_tests {
             "body.7 String(\"Expecting ',' delimiter\")"
         );
         assert_eq!(said("{} x"), "body.3 String(\"Extra data\")");
+    }
+
+    /// Positions as Python 3.12's `json.loads` reports them (checked with it): at the end of
+    /// the text, a string left open at its quote, and in characters, not bytes.
+    #[test]
+    fn json_decode_error_positions_are_pythons() {
+        let at = |body: &str| said(body).split(' ').next().unwrap_or_default().to_owned();
+        assert_eq!(at("{\"recipient_peer\": "), "body.19");
+        assert_eq!(at("{\"a\": 1"), "body.7");
+        assert_eq!(at("{"), "body.1");
+        assert_eq!(at("{\"a\""), "body.4");
+        assert_eq!(at("[1, 2"), "body.5");
+        assert_eq!(at("   "), "body.3");
+        assert_eq!(at("{\"a\": \"abc"), "body.6");
+        assert_eq!(at("{\"a\": \"é\\\"x"), "body.6");
+        assert_eq!(at("{\"é\": \"ü"), "body.6");
+        assert_eq!(at("{\"é\": x}"), "body.6");
     }
 }
