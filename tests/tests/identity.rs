@@ -675,8 +675,18 @@ async fn token_lifecycle_on_cognirelay_routes(cluster: &TestCluster) {
     )
     .await;
     assert_eq!(listed["count"], 1, "{listed}");
-    // It rotates; the replacement inherits the expiry unless the rotation names one.
+    // A rotation's expiry is refused as an issue's is, once the token is found.
     let expired_id = born_expired["token_meta"]["token_id"].as_str().unwrap();
+    let answer = post(
+        cluster,
+        owner_token,
+        "/v1/security/tokens/rotate",
+        json!({"token_id": expired_id, "ttl_seconds": 60, "expires_at": "2099-01-01"}),
+    )
+    .await;
+    let both = json!({"detail": "Provide either expires_at or ttl_seconds, not both"});
+    assert_eq!(answer, (400, both));
+    // It rotates; the replacement inherits the expiry unless the rotation names one.
     let (status, rotated) = post(
         cluster,
         owner_token,
