@@ -199,8 +199,7 @@ pub struct TokensQuery {
     /// Only this peer's tokens
     #[serde(default)]
     pub peer_id: Option<String>,
-    /// active, revoked or expired (another status matches no token; revoked and expired
-    /// ones only with include_inactive)
+    /// active, revoked or expired (the last two only with include_inactive)
     #[serde(default)]
     pub status: Option<String>,
     /// true to include revoked and expired tokens (pydantic's booleans: true/false, 1/0,
@@ -282,7 +281,7 @@ async fn list_tokens(
 pub struct IssueInput {
     /// Who the token acts as; a registered agent id makes it act as that agent.
     #[serde(default)]
-    #[schemars(length(min = 1))]
+    #[schemars(with = "String", length(min = 1))]
     pub peer_id: Option<String>,
     /// Default: every scope but `admin:peers`.
     #[serde(default)]
@@ -294,8 +293,7 @@ pub struct IssueInput {
     #[serde(default)]
     #[schemars(schema_with = "namespace_list")]
     pub write_namespaces: Vec<String>,
-    /// ISO 8601 as Python's `fromisoformat` reads it (without an offset: UTC); a past
-    /// one issues a token already expired. Not with `ttl_seconds`.
+    /// ISO 8601 (naive: UTC; past: born expired); not with `ttl_seconds`.
     #[serde(default)]
     pub expires_at: Option<String>,
     /// At most a year.
@@ -552,8 +550,7 @@ pub struct RotateInput {
     #[serde(default)]
     #[schemars(schema_with = "namespace_list")]
     pub write_namespaces: Vec<String>,
-    /// ISO 8601 as Python's `fromisoformat` reads it (without an offset: UTC); a past
-    /// one issues a token already expired. Not with `ttl_seconds`.
+    /// ISO 8601 (naive: UTC; past: born expired); not with `ttl_seconds`.
     #[serde(default)]
     pub expires_at: Option<String>,
     /// At most a year.
