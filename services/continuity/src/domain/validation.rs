@@ -24,11 +24,15 @@ pub const INTERACTION_BOUNDARY_KINDS: &[&str] = &[
 
 pub const RELATED_DOCUMENTS_MAX_ENTRIES: usize = 8;
 const RELATED_DOCUMENTS_KEY_ORDER: [&str; 4] = ["path", "kind", "label", "relevance"];
-const RELATED_DOCUMENTS_REQUIRED: [&str; 3] = ["path", "kind", "label"];
-const RELATED_DOCUMENTS_RESERVED: [&str; 7] = [
+pub const RELATED_DOCUMENTS_REQUIRED: [&str; 3] = ["path", "kind", "label"];
+/// Keys that would embed a document's content in the entry.
+pub const RELATED_DOCUMENTS_RESERVED: [&str; 7] = [
     "content", "body", "text", "excerpt", "markdown", "html", "payload",
 ];
-const RELATED_DOCUMENTS_RELEVANCE: [&str; 3] = ["primary", "supporting", "background"];
+pub const RELATED_DOCUMENTS_RELEVANCE: [&str; 3] = ["primary", "supporting", "background"];
+
+/// At most this many `metadata` keys.
+pub const METADATA_MAX_KEYS: usize = 12;
 
 pub const RELATED_DOCUMENTS_TYPE_DETAIL: &str =
     "Invalid value type in continuity.related_documents[]";
@@ -652,7 +656,7 @@ pub fn validate_capsule(capsule: &mut Capsule) -> Result<String, ContinuityError
         validate_repo_relative_paths(&hints.load_next, "retrieval_hints.load_next")?;
     }
     validate_repo_relative_paths(&capsule.canonical_sources, "canonical_sources")?;
-    if capsule.metadata.len() > 12 {
+    if capsule.metadata.len() > METADATA_MAX_KEYS {
         return Err(invalid("Too many metadata keys"));
     }
     if capsule

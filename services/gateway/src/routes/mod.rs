@@ -12,6 +12,7 @@ pub mod feed;
 pub mod grants;
 pub mod help;
 pub mod help_guides;
+pub mod help_limits;
 pub mod identity;
 pub mod ledger;
 pub mod ledger_objects;

@@ -20,7 +20,7 @@ const fn field(name: &'static str, ty: Ty, required: bool) -> Field {
 
 const ANY_STR: Ty = Ty::Str { min: 0, max: None };
 
-static CONTINUITY_SELECTOR: Model = Model {
+pub static CONTINUITY_SELECTOR: Model = Model {
     name: "ContinuitySelector",
     fields: &[
         field("subject_kind", Ty::Literal(SUBJECT_KINDS), true),
@@ -161,8 +161,11 @@ pub struct SelectorInput {
     pub subject_id: String,
 }
 
+/// `continuity_max_capsules` when the body leaves it out.
+pub const DEFAULT_MAX_CAPSULES: usize = 1;
+
 fn default_max_capsules() -> usize {
-    1
+    DEFAULT_MAX_CAPSULES
 }
 fn default_max_tokens() -> i64 {
     DEFAULT_MAX_TOKENS
