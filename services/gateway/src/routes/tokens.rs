@@ -394,17 +394,20 @@ pub struct Issued {
 async fn issue_token(caller: Caller, raw: RawJson<IssueInput>) -> FastApiAnswer<Issued> {
     let bytes = raw.bytes;
     let body: IssueInput = json_body(&bytes)?;
-    let Some(peer_id) = body.peer_id else {
-        // pydantic's 422, echoing the body as FastAPI writes it back.
+    // Without a peer_id: pydantic's 422, echoing the body as FastAPI writes it back, once
+    // the service has refused the empty peer id after its check that the caller may issue
+    // tokens (a token without the scope gets its 403 first, as on every route).
+    let missing_peer = body.peer_id.is_none().then(|| {
         let input = Json::parse(&bytes).map(|json| to_py_json(&json));
-        return Err(super::continuity::invalid_envelope(
+        super::continuity::invalid_envelope(
             "missing",
             r#"["body","peer_id"]"#,
             "Field required",
             input.as_deref().unwrap_or("{}"),
             None,
-        ));
-    };
+        )
+    });
+    let peer_id = body.peer_id.unwrap_or_default();
     check_ttl(body.ttl_seconds)?;
     let expiry = Expiry::of(body.expires_at.as_deref(), body.ttl_seconds);
     let request = pb::IssueTokenRequest {
@@ -424,7 +427,10 @@ async fn issue_token(caller: Caller, raw: RawJson<IssueInput>) -> FastApiAnswer<
         .identity()
         .issue_token(caller.request(request))
         .await
-        .map_err(|status| taken(expiry.judged(status), &token_id))?
+        .map_err(|status| match (missing_peer, status.code()) {
+            (Some(refusal), tonic::Code::InvalidArgument) => refusal,
+            _ => taken(expiry.judged(status), &token_id),
+        })?
         .into_inner();
     Ok(FastApiJson(Issued {
         ok: true,
