@@ -5,6 +5,8 @@
 //! declaration to read (prose, patterns, per-item lengths checked inline) is written here.
 //! Noema's own three limits follow the original's paths.
 
+use std::sync::LazyLock;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -139,7 +141,7 @@ pub struct NoemaLimit {
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum Entry {
-    Original(Limit),
+    Original(&'static Limit),
     Noema(NoemaLimit),
 }
 
@@ -186,7 +188,7 @@ fn noema_limits(max_body_bytes: usize) -> [NoemaLimit; 3] {
 /// The served table: the original's limits, then Noema's (`max_body_bytes` is the
 /// gateway's request body cap).
 pub fn table(max_body_bytes: usize) -> Vec<Entry> {
-    let mut entries: Vec<Entry> = original().into_iter().map(Entry::Original).collect();
+    let mut entries: Vec<Entry> = original().iter().map(Entry::Original).collect();
     entries.extend(noema_limits(max_body_bytes).into_iter().map(Entry::Noema));
     entries
 }
@@ -804,9 +806,16 @@ const PATCH_TARGET_PATHS: [&str; 16] = [
     "patch.target.thread_descriptor.identity_anchors",
 ];
 
+/// The original's table, built once: it depends on nothing but the declarations.
+static ORIGINAL: LazyLock<Vec<Limit>> = LazyLock::new(build_original);
+
 /// `_validation_limits_table()`: the first part in its order, then the additional limits
 /// sorted by field path.
-pub fn original() -> Vec<Limit> {
+pub fn original() -> &'static [Limit] {
+    &ORIGINAL
+}
+
+fn build_original() -> Vec<Limit> {
     let mut limits = Vec::new();
     for &(path, category, value_type, model, field, per_item) in &ORIENTATION_FIELDS {
         let subfields = match value_type {
