@@ -4,7 +4,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 /// Requests allocate and free many short-lived buffers on every worker thread; mimalloc's
-/// thread-local free lists serve them with far less CPU than glibc's arenas.
+/// thread-local free lists serve them with far less CPU than glibc's arenas. The crate's
+/// `override` feature (workspace manifest) routes C's malloc, SQLite's, to it as well.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
