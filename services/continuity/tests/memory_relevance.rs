@@ -211,14 +211,20 @@ async fn counted_relevance_is_fts5s_bm25() {
         .execute(pool)
         .await
         .unwrap();
-        query("DELETE FROM memory_terms WHERE doc = (SELECT id FROM memory_documents WHERE path = 'memory/core/note-0.md')")
-            .execute(pool)
-            .await
-            .unwrap();
-        query("DELETE FROM memory_term_documents WHERE doc = (SELECT id FROM memory_documents WHERE path = 'memory/core/note-0.md')")
-            .execute(pool)
-            .await
-            .unwrap();
+        // Counts lost, of a document written whole and of one with lines appended as rows
+        // of their own (whose counts stay with the lines): each is counted whole again.
+        for path in ["memory/core/note-0.md", "memory/episodic/whales-2.jsonl"] {
+            query("DELETE FROM memory_terms WHERE doc = (SELECT id FROM memory_documents WHERE path = $1)")
+                .bind(path)
+                .execute(pool)
+                .await
+                .unwrap();
+            query("DELETE FROM memory_term_documents WHERE doc = (SELECT id FROM memory_documents WHERE path = $1)")
+                .bind(path)
+                .execute(pool)
+                .await
+                .unwrap();
+        }
     });
     h.continuity.index_rebuild(&a, b"").await.unwrap();
     let (totals_documents,): (i64,) = with_pool!(&h.db, |pool| {
@@ -234,6 +240,39 @@ async fn counted_relevance_is_fts5s_bm25() {
             .unwrap()
     });
     assert_eq!(totals_documents, rows);
+    assert_same_rankings(&h).await;
+
+    // Lines appended as rows of their own, then the document written whole: their counts
+    // are folded into the document's, searched from memory and loaded afresh alike.
+    for i in 0..3 {
+        h.continuity
+            .append_record(
+                &a,
+                &body(json!({"path": "memory/episodic/whales-5.jsonl", "record": {"text": text(i, 3)}})),
+            )
+            .await
+            .unwrap();
+    }
+    let (kept,): (i64,) = with_pool!(&h.db, |pool| {
+        query(
+            "SELECT COUNT(*) FROM memory_appends WHERE terms IS NOT NULL AND doc = \
+             (SELECT id FROM memory_documents WHERE path = 'memory/episodic/whales-5.jsonl')",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap()
+    });
+    assert_eq!(kept, 3, "an append keeps its line's counts with the line");
+    assert_same_rankings(&h).await;
+    h.continuity
+        .write_file(
+            &a,
+            &body(json!({"path": "memory/episodic/whales-2.jsonl", "content": "the krill\n"})),
+        )
+        .await
+        .unwrap();
+    assert_same_rankings(&h).await;
+    h.continuity.index_rebuild(&a, b"").await.unwrap();
     assert_same_rankings(&h).await;
 }
 

@@ -528,7 +528,7 @@ async fn append_line<D: Engine>(
         Backend::Sqlite => &SQLITE_APPEND,
         Backend::Postgres => &POSTGRES_APPEND,
     };
-    let rows: Vec<(String, i64, i64)> = query(statements)
+    let counted: Option<(String, i64)> = query(statements)
         .bind(id)
         .bind(line)
         .bind(revision.as_str())
@@ -537,19 +537,22 @@ async fn append_line<D: Engine>(
         .bind(new.snippet.as_str())
         .bind(modified_at.as_str())
         .bind(micros)
-        .fetch_all(tx.conn())
+        .fetch_optional(tx.conn())
         .await?;
-    let change = (D::BACKEND == Backend::Sqlite).then(|| {
-        let (terms, tokens) = memory_terms::appended_counts(rows);
-        Box::new(IndexChange {
-            tenant: w.tenant.clone(),
-            doc: id,
-            row: hit_row(&w.path, new, tags, (modified_at, micros)),
-            terms,
-            tokens,
-            added: true,
-        })
-    });
+    let change = match counted {
+        Some((terms, tokens)) => {
+            let (terms, tokens) = memory_terms::kept_line_counts(&terms, tokens)?;
+            Some(Box::new(IndexChange {
+                tenant: w.tenant.clone(),
+                doc: id,
+                row: hit_row(&w.path, new, tags, (modified_at, micros)),
+                terms,
+                tokens,
+                added: true,
+            }))
+        }
+        None => None,
+    };
     Ok(Some((
         MemoryWritten {
             revision_id: revision,
@@ -582,14 +585,16 @@ static POSTGRES_APPEND_TARGET: LazyLock<String> =
 const DESCRIBE_APPENDED: &str = "UPDATE memory_documents SET revision_id = $3, size = $4, \
      tags = $5, snippet = $6, modified_at = $7, modified_micros = $8 WHERE id = $1";
 
-/// SQLite: an append's statements, one round trip to SQLite's thread, answering the line's
-/// counts ([`memory_terms::APPEND`]).
+/// SQLite: an append's statements, one round trip to SQLite's thread: the line counted
+/// ([`memory_terms::COUNT_LINE`]), stored with its counts, indexed, and the document
+/// described; answering one row, the line's counts and tokens.
 static SQLITE_APPEND: LazyLock<String> = LazyLock::new(|| {
+    let (terms, tokens) = (memory_terms::LINE_TERMS, memory_terms::LINE_TOKENS);
     format!(
-        "INSERT INTO memory_appends (doc, line) VALUES ($1, $2); \
+        "{}; INSERT INTO memory_appends (doc, line, terms) VALUES ($1, $2, {terms}); \
          INSERT INTO memory_fts_lines (rowid, body) VALUES (last_insert_rowid(), $2); \
-         {DESCRIBE_APPENDED}; {}",
-        memory_terms::APPEND.as_str()
+         {DESCRIBE_APPENDED}; SELECT {terms}, {tokens}",
+        memory_terms::COUNT_LINE.as_str()
     )
 });
 
@@ -602,10 +607,11 @@ static POSTGRES_APPEND: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Document `id`'s appended lines dropped, with their index rows (its content is about to
-/// be written whole).
+/// Document `id`'s appended lines dropped, with their index rows, their counts added into
+/// the document's (its content is about to be written whole).
 async fn fold<D: Engine>(tx: &mut AuditedTx<'_, D>, id: i64) -> Result<(), Error> {
     if D::BACKEND == Backend::Sqlite {
+        memory_terms::fold_lines(tx, id).await?;
         query(
             "DELETE FROM memory_fts_lines WHERE rowid IN \
              (SELECT id FROM memory_appends WHERE doc = $1)",

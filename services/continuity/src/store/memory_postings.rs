@@ -1,5 +1,5 @@
 //! SQLite only: search's in-memory index, per tenant, built from the stored term counts
-//! (`memory_terms`, `memory_term_documents`: migration 0007, tokenized by FTS5's own
+//! (`memory_terms`, `memory_term_documents`: migrations 0007 and 0010, tokenized by FTS5's own
 //! tokenizer), which stay the truth.
 //!
 //! A search whose words are single tokens reads no SQL at all: the tenant's postings decide which documents match (any of the words, as the FTS5 query
@@ -331,16 +331,27 @@ impl MemoryPostings {
                 row,
             });
         }
-        // By document, so each term's postings are built in slot order.
-        let terms: Vec<(i64, String, i64)> = sqlx::query_as(
+        let mut terms: Vec<(i64, String, i64)> = sqlx::query_as(
             "SELECT t.doc, t.term, t.freq FROM memory_documents d \
-             JOIN memory_terms t INDEXED BY memory_terms_doc_idx ON t.doc = d.id \
+             JOIN memory_terms t ON t.doc = d.id \
              WHERE d.tenant = $1 ORDER BY d.id",
         )
         .bind(tenant)
         .fetch_all(&mut *tx)
         .await?;
+        // The counts of lines appended as rows of their own (migration 0010).
+        let lines: Vec<(i64, String, i64)> = sqlx::query_as(
+            "SELECT a.doc, j.key, j.value FROM memory_documents d \
+             JOIN memory_appends a ON a.doc = d.id JOIN json_each(a.terms) j \
+             WHERE d.tenant = $1 AND a.terms IS NOT NULL",
+        )
+        .bind(tenant)
+        .fetch_all(&mut *tx)
+        .await?;
         tx.commit().await?;
+        // By document, so each term's postings are built in slot order.
+        terms.extend(lines);
+        terms.sort_by_key(|(doc, _, _)| *doc);
         for (doc, term, freq) in terms {
             let Some(&slot) = index.slots.get(&doc) else {
                 continue;

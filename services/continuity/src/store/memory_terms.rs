@@ -13,7 +13,9 @@
 //! The tokens are FTS5's own: the text is tokenized by a one-row contentless FTS5 table of
 //! the connection (`temp.memory_tokenizer`, the index's tokenizer) and read back through its
 //! `fts5vocab` instance table, so no second tokenizer can disagree with the index. An append
-//! counts the appended line only.
+//! counts the appended line only. A document's counts are its `memory_terms` rows plus the
+//! `terms` of its appended lines (migration 0010); a whole write folds the lines' counts back
+//! into `memory_terms` ([`fold_lines`]) when it folds the lines into its content.
 
 use std::sync::LazyLock;
 
@@ -71,8 +73,13 @@ pub(super) async fn replace<D: Engine>(
     let tokens = tokenize(tx, path, content).await?;
     let terms = counted(tx).await?;
     remove(tx, id).await?;
+    // The whole content's counts include its appended lines': none stays with its line.
+    query("UPDATE memory_appends SET terms = NULL WHERE doc = $1 AND terms IS NOT NULL")
+        .bind(id)
+        .execute(tx.conn())
+        .await?;
     query(
-        "INSERT INTO memory_terms (term, doc, freq) SELECT term, $1, \
+        "INSERT INTO memory_terms (doc, term, freq) SELECT $1, term, \
          SUM(CASE col WHEN 'path' THEN 2 ELSE 1 END) FROM temp.memory_tokenizer_instances \
          GROUP BY term",
     )
@@ -91,12 +98,12 @@ pub(super) async fn replace<D: Engine>(
     Ok((terms, tokens))
 }
 
-/// The statements that add the counts of `$2` (body text appended to document `$1`) to the
-/// document's and the index's, ending with a query of the line's `(term, freq, tokens)`.
-/// They go to SQLite's thread as one query (sqlx runs a query's statements in turn, each with
-/// the `$N` arguments it names), alone or after a write's other statements: one round trip.
-/// The line's terms are read from the tokenizer once, into `temp.memory_line_terms`.
-pub(super) static APPEND: LazyLock<String> = LazyLock::new(|| {
+/// The statements that tokenize `$2` (body text appended to document `$1`) into
+/// `temp.memory_line_terms` (the line's terms with their frequency, read from the tokenizer
+/// once) and add its tokens to the document's and the index's. They go to SQLite's thread
+/// with a write's other statements as one query (sqlx runs a query's statements in turn, each
+/// with the `$N` arguments it names): one round trip.
+pub(super) static COUNT_LINE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "{TOKENIZER}; {TOKENIZER_INSTANCES}; \
          CREATE TABLE IF NOT EXISTS temp.memory_line_terms \
@@ -106,18 +113,58 @@ pub(super) static APPEND: LazyLock<String> = LazyLock::new(|| {
          DELETE FROM temp.memory_line_terms; \
          INSERT INTO temp.memory_line_terms (term, freq) SELECT term, COUNT(*) \
          FROM temp.memory_tokenizer_instances GROUP BY term; \
-         INSERT INTO memory_terms (term, doc, freq) SELECT term, $1, freq \
-         FROM temp.memory_line_terms WHERE true \
-         ON CONFLICT (term, doc) DO UPDATE SET freq = freq + excluded.freq; \
          UPDATE memory_term_documents SET tokens = tokens + {LINE_TOKENS} WHERE doc = $1; \
-         UPDATE memory_term_totals SET tokens = tokens + {LINE_TOKENS}; \
-         SELECT term, freq, {LINE_TOKENS} FROM temp.memory_line_terms"
+         UPDATE memory_term_totals SET tokens = tokens + {LINE_TOKENS}"
     )
 });
-const LINE_TOKENS: &str = "(SELECT COALESCE(SUM(freq), 0) FROM temp.memory_line_terms)";
+
+/// [`COUNT_LINE`], then the line's counts added into the document's `memory_terms` rows,
+/// ending with a query of the line's `(term, freq, tokens)`: for a document written whole
+/// whose counts are incremented by its appended line.
+pub(super) static APPEND: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{}; INSERT INTO memory_terms (doc, term, freq) SELECT $1, term, freq \
+         FROM temp.memory_line_terms WHERE true \
+         ON CONFLICT (doc, term) DO UPDATE SET freq = freq + excluded.freq; \
+         SELECT term, freq, {LINE_TOKENS} FROM temp.memory_line_terms",
+        COUNT_LINE.as_str()
+    )
+});
+
+/// The counted line's terms as `memory_appends.terms` keeps them for a line appended as a
+/// row of its own: a JSON object, term → frequency. Its counts stay with the line, not in
+/// `memory_terms`, so an append writes no page of its document's counts (migration 0010).
+pub(super) const LINE_TERMS: &str =
+    "(SELECT json_group_object(term, freq) FROM temp.memory_line_terms)";
+
+/// The line's terms and tokens from [`LINE_TERMS`] and [`LINE_TOKENS`].
+pub(super) fn kept_line_counts(
+    terms: &str,
+    tokens: i64,
+) -> Result<(Vec<(String, i64)>, i64), Error> {
+    let terms: std::collections::BTreeMap<String, i64> = serde_json::from_str(terms)
+        .map_err(|err| Error::Corrupt(format!("an appended line's term counts: {err}")))?;
+    Ok((terms.into_iter().collect(), tokens))
+}
+
+/// Adds the counts of document `id`'s kept lines into its `memory_terms` rows (before a whole
+/// write folds the lines into its content and drops them).
+pub(super) async fn fold_lines<D: Engine>(tx: &mut AuditedTx<'_, D>, id: i64) -> Result<(), Error> {
+    query(
+        "INSERT INTO memory_terms (doc, term, freq) SELECT $1, j.key, SUM(j.value) \
+         FROM memory_appends a, json_each(a.terms) j WHERE a.doc = $1 AND a.terms IS NOT NULL \
+         GROUP BY j.key ON CONFLICT (doc, term) DO UPDATE SET freq = freq + excluded.freq",
+    )
+    .bind(id)
+    .execute(tx.conn())
+    .await?;
+    Ok(())
+}
+
+pub(super) const LINE_TOKENS: &str = "(SELECT COALESCE(SUM(freq), 0) FROM temp.memory_line_terms)";
 
 /// The line's terms and tokens from the rows [`APPEND`]'s query answers.
-pub(super) fn appended_counts(rows: Vec<(String, i64, i64)>) -> (Vec<(String, i64)>, i64) {
+fn appended_counts(rows: Vec<(String, i64, i64)>) -> (Vec<(String, i64)>, i64) {
     let tokens = rows.first().map_or(0, |(_, _, tokens)| *tokens);
     let terms = rows
         .into_iter()
