@@ -23,12 +23,12 @@ use std::sync::LazyLock;
 use noema_core::audit::AuditDraft;
 use noema_store::audit::AuditedTx;
 use noema_store::sql::{Builder, Engine, query};
-use noema_store::{Backend, with_pool};
+use noema_store::{Backend, Database, with_pool};
 use time::OffsetDateTime;
 
 use super::ContinuityStore;
 use super::memory_postings::IndexChange;
-use super::memory_terms;
+use super::memory_terms::{self, CountedLine};
 use super::writes::{Landed, Write};
 use crate::domain::bm25;
 use crate::domain::memory::{
@@ -71,6 +71,14 @@ pub struct MemoryWrite {
     pub change: MemoryChange,
     pub at: OffsetDateTime,
     pub audit: AuditDraft,
+}
+
+/// A memory write as the group writer applies it: on SQLite an append's line counted
+/// beforehand ([`memory_terms::LineCounter`]), away from the writer's serial path.
+#[derive(Debug, Clone)]
+pub struct PreparedMemoryWrite {
+    pub(super) write: MemoryWrite,
+    line: Option<CountedLine>,
 }
 
 /// The document's revision after a write, and whether the write changed it.
@@ -152,7 +160,18 @@ impl ContinuityStore {
     /// Writes one document and its index row in one audited transaction, committed in a
     /// group with the other writes waiting (one WAL fsync for all on SQLite).
     pub async fn memory_write(&self, write: MemoryWrite) -> Result<MemoryWritten, Error> {
-        match self.writer().write(Write::Memory(Box::new(write))).await? {
+        let line = match (&write.change, self.database()) {
+            (MemoryChange::Append(line), Database::Sqlite(_)) => {
+                Some(self.line_counter().count(line).await?)
+            }
+            _ => None,
+        };
+        let prepared = PreparedMemoryWrite { write, line };
+        match self
+            .writer()
+            .write(Write::Memory(Box::new(prepared)))
+            .await?
+        {
             Ok(Landed::Memory(written, _)) => Ok(written),
             // A memory write is never refused and always answers its revision.
             Ok(Landed::Done) | Err(_) => {
@@ -466,24 +485,30 @@ type Put = (MemoryWritten, Option<Box<IndexChange>>);
 /// in-memory index (applied by the writer once the write committed).
 pub(super) async fn put<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
-    w: &MemoryWrite,
+    prepared: &PreparedMemoryWrite,
 ) -> Result<Put, Error> {
+    let w = &prepared.write;
     if let MemoryChange::Append(line) = &w.change
-        && let Some(put) = append_line(tx, w, line).await?
+        && let Some(put) = append_line(tx, w, line, prepared.line.as_ref()).await?
     {
         return Ok(put);
     }
     put_whole(tx, w).await
 }
 
-/// An append as a row of its own: the line stored, indexed and counted, the description
-/// updated from the line alone. `None` when the document is new or only its whole content
-/// can describe it ([`describe_appended`]); then it is written whole.
+/// An append as a row of its own: the line stored with its counts (`counted`, on SQLite),
+/// indexed, the description updated from the line alone. `None` when the document is new or
+/// only its whole content can describe it ([`describe_appended`]), or on SQLite without the
+/// line's counts; then it is written whole.
 async fn append_line<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     w: &MemoryWrite,
     line: &str,
+    counted: Option<&CountedLine>,
 ) -> Result<Option<Put>, Error> {
+    if D::BACKEND == Backend::Sqlite && counted.is_none() {
+        return Ok(None);
+    }
     type Current = (
         i64,
         String,
@@ -523,12 +548,12 @@ async fn append_line<D: Engine>(
     let tags = serde_json::to_string(&new.tags).unwrap_or_else(|_| "[]".to_owned());
     let (modified_at, micros) = modified(w.at);
     // The line stored and indexed, the document's description moved, in one statement list:
-    // $1 the document, $2 the line, $3… the description.
+    // $1 the document, $2 the line, $3… the description, then (SQLite) the line's counts.
     let statements: &str = match D::BACKEND {
         Backend::Sqlite => &SQLITE_APPEND,
         Backend::Postgres => &POSTGRES_APPEND,
     };
-    let counted: Option<(String, i64)> = query(statements)
+    let mut append = query(statements)
         .bind(id)
         .bind(line)
         .bind(revision.as_str())
@@ -536,23 +561,21 @@ async fn append_line<D: Engine>(
         .bind(tags.as_str())
         .bind(new.snippet.as_str())
         .bind(modified_at.as_str())
-        .bind(micros)
-        .fetch_optional(tx.conn())
-        .await?;
-    let change = match counted {
-        Some((terms, tokens)) => {
-            let (terms, tokens) = memory_terms::kept_line_counts(&terms, tokens)?;
-            Some(Box::new(IndexChange {
-                tenant: w.tenant.clone(),
-                doc: id,
-                row: hit_row(&w.path, new, tags, (modified_at, micros)),
-                terms,
-                tokens,
-                added: true,
-            }))
-        }
-        None => None,
-    };
+        .bind(micros);
+    if let Some(counted) = counted {
+        append = append.bind(counted.json.as_str()).bind(counted.tokens);
+    }
+    append.execute(tx.conn()).await?;
+    let change = counted.map(|counted| {
+        Box::new(IndexChange {
+            tenant: w.tenant.clone(),
+            doc: id,
+            row: hit_row(&w.path, new, tags, (modified_at, micros)),
+            terms: counted.terms.clone(),
+            tokens: counted.tokens,
+            added: true,
+        })
+    });
     Ok(Some((
         MemoryWritten {
             revision_id: revision,
@@ -585,16 +608,16 @@ static POSTGRES_APPEND_TARGET: LazyLock<String> =
 const DESCRIBE_APPENDED: &str = "UPDATE memory_documents SET revision_id = $3, size = $4, \
      tags = $5, snippet = $6, modified_at = $7, modified_micros = $8 WHERE id = $1";
 
-/// SQLite: an append's statements, one round trip to SQLite's thread: the line counted
-/// ([`memory_terms::COUNT_LINE`]), stored with its counts, indexed, and the document
-/// described; answering one row, the line's counts and tokens.
+/// SQLite: an append's statements, one round trip to SQLite's thread: the line stored with
+/// its counts ($9, [`CountedLine::json`]) and indexed, the document described, its tokens
+/// ($10) added to the document's and the index's.
 static SQLITE_APPEND: LazyLock<String> = LazyLock::new(|| {
-    let (terms, tokens) = (memory_terms::LINE_TERMS, memory_terms::LINE_TOKENS);
     format!(
-        "{}; INSERT INTO memory_appends (doc, line, terms) VALUES ($1, $2, {terms}); \
+        "INSERT INTO memory_appends (doc, line, terms) VALUES ($1, $2, $9); \
          INSERT INTO memory_fts_lines (rowid, body) VALUES (last_insert_rowid(), $2); \
-         {DESCRIBE_APPENDED}; SELECT {terms}, {tokens}",
-        memory_terms::COUNT_LINE.as_str()
+         {DESCRIBE_APPENDED}; \
+         UPDATE memory_term_documents SET tokens = tokens + $10 WHERE doc = $1; \
+         UPDATE memory_term_totals SET tokens = tokens + $10"
     )
 });
 

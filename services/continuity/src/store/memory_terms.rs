@@ -103,7 +103,7 @@ pub(super) async fn replace<D: Engine>(
 /// once) and add its tokens to the document's and the index's. They go to SQLite's thread
 /// with a write's other statements as one query (sqlx runs a query's statements in turn, each
 /// with the `$N` arguments it names): one round trip.
-pub(super) static COUNT_LINE: LazyLock<String> = LazyLock::new(|| {
+static COUNT_LINE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "{TOKENIZER}; {TOKENIZER_INSTANCES}; \
          CREATE TABLE IF NOT EXISTS temp.memory_line_terms \
@@ -131,20 +131,66 @@ pub(super) static APPEND: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// The counted line's terms as `memory_appends.terms` keeps them for a line appended as a
-/// row of its own: a JSON object, term → frequency. Its counts stay with the line, not in
-/// `memory_terms`, so an append writes no page of its document's counts (migration 0010).
-pub(super) const LINE_TERMS: &str =
-    "(SELECT json_group_object(term, freq) FROM temp.memory_line_terms)";
+/// An appended line's counts: its terms with their frequency, as `memory_appends.terms`
+/// keeps them for a line appended as a row of its own (a JSON object, term → frequency) and
+/// as search's in-memory index takes them, and its tokens. Such a line's counts stay with
+/// it, not in `memory_terms`, so an append writes no page of its document's counts
+/// (migration 0010).
+#[derive(Debug, Clone)]
+pub(super) struct CountedLine {
+    pub json: String,
+    pub terms: Vec<(String, i64)>,
+    pub tokens: i64,
+}
 
-/// The line's terms and tokens from [`LINE_TERMS`] and [`LINE_TOKENS`].
-pub(super) fn kept_line_counts(
-    terms: &str,
-    tokens: i64,
-) -> Result<(Vec<(String, i64)>, i64), Error> {
-    let terms: std::collections::BTreeMap<String, i64> = serde_json::from_str(terms)
-        .map_err(|err| Error::Corrupt(format!("an appended line's term counts: {err}")))?;
-    Ok((terms.into_iter().collect(), tokens))
+/// Counts appended lines with the index's tokenizer on in-memory SQLite connections of their
+/// own, before the write reaches the group writer: the serial path every write of the
+/// process waits on (the writer task and its connection's thread) then only stores the
+/// counts. The tokenizer is FTS5's, configured as the index's, in the same SQLite library.
+#[derive(Debug, Clone)]
+pub(super) struct LineCounter {
+    pool: sqlx::SqlitePool,
+}
+
+/// The line's terms (a JSON object, in term order) and tokens, from the tokenizer's one row.
+const COUNT: &str = "SELECT COALESCE(json_group_object(term, n), '{}'), COALESCE(SUM(n), 0) \
+     FROM (SELECT term, COUNT(*) AS n FROM temp.memory_tokenizer_instances GROUP BY term)";
+
+/// Tokenizer connections: two cores' worth, as many as can count at once.
+const COUNTING_CONNECTIONS: u32 = 2;
+
+impl LineCounter {
+    /// A counter whose connections open on first use.
+    pub fn new() -> Self {
+        let options = sqlx::sqlite::SqliteConnectOptions::new().in_memory(true);
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(COUNTING_CONNECTIONS)
+            .connect_lazy_with(options);
+        LineCounter { pool }
+    }
+
+    /// `line`'s terms and tokens, counted as the index counts body text.
+    pub async fn count(&self, line: &str) -> Result<CountedLine, Error> {
+        static STATEMENTS: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "{TOKENIZER}; {TOKENIZER_INSTANCES}; \
+                 INSERT INTO temp.memory_tokenizer (memory_tokenizer) VALUES ('delete-all'); \
+                 INSERT INTO temp.memory_tokenizer (rowid, path, body) VALUES (1, '', $1); \
+                 {COUNT}"
+            )
+        });
+        let (json, tokens): (String, i64) = sqlx::query_as(&STATEMENTS)
+            .bind(line)
+            .fetch_one(&self.pool)
+            .await?;
+        let terms: std::collections::BTreeMap<String, i64> = serde_json::from_str(&json)
+            .map_err(|err| Error::Corrupt(format!("a line's term counts: {err}")))?;
+        Ok(CountedLine {
+            json,
+            terms: terms.into_iter().collect(),
+            tokens,
+        })
+    }
 }
 
 /// Adds the counts of document `id`'s kept lines into its `memory_terms` rows (before a whole
@@ -161,7 +207,7 @@ pub(super) async fn fold_lines<D: Engine>(tx: &mut AuditedTx<'_, D>, id: i64) ->
     Ok(())
 }
 
-pub(super) const LINE_TOKENS: &str = "(SELECT COALESCE(SUM(freq), 0) FROM temp.memory_line_terms)";
+const LINE_TOKENS: &str = "(SELECT COALESCE(SUM(freq), 0) FROM temp.memory_line_terms)";
 
 /// The line's terms and tokens from the rows [`APPEND`]'s query answers.
 fn appended_counts(rows: Vec<(String, i64, i64)>) -> (Vec<(String, i64)>, i64) {

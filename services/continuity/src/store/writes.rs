@@ -10,7 +10,7 @@ use noema_store::audit::AuditedTx;
 use noema_store::sql::{Engine, query};
 use time::OffsetDateTime;
 
-use super::memory::{MemoryWrite, MemoryWritten};
+use super::memory::{MemoryWritten, PreparedMemoryWrite};
 use super::memory_postings::IndexChange;
 use crate::domain::subject::SubjectKey;
 use crate::error::Error;
@@ -155,7 +155,7 @@ pub struct SnapshotWrite {
 pub enum Write {
     Capsule(Box<CapsuleWrite>),
     /// A memory document's write or append (`store/memory.rs`).
-    Memory(Box<MemoryWrite>),
+    Memory(Box<PreparedMemoryWrite>),
     Archive(Box<ArchiveWrite>),
     Delete(Box<DeleteWrite>),
     ColdStore(Box<ColdStoreWrite>),
@@ -173,7 +173,7 @@ impl Write {
     fn audit(&self) -> (AuditDraft, OffsetDateTime) {
         match self {
             Write::Capsule(w) => (w.audit.clone(), w.at),
-            Write::Memory(w) => (w.audit.clone(), w.at),
+            Write::Memory(w) => (w.write.audit.clone(), w.write.at),
             Write::Archive(w) => (w.audit.clone(), w.at),
             Write::Delete(w) => (w.audit.clone(), w.at),
             Write::ColdStore(w) => (w.audit.clone(), w.at),
