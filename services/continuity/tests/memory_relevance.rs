@@ -11,6 +11,7 @@
 
 mod support;
 
+use noema_continuity::domain::memory::appended_revision_id;
 use noema_continuity::store::HitQuery;
 use noema_store::sql::query;
 use noema_store::with_pool;
@@ -273,6 +274,54 @@ async fn counted_relevance_is_fts5s_bm25() {
         .unwrap();
     assert_same_rankings(&h).await;
     h.continuity.index_rebuild(&a, b"").await.unwrap();
+    assert_same_rankings(&h).await;
+
+    // Appends arriving together commit in groups, several to one document: each finds the
+    // document as the one before it left it.
+    let paths = [
+        "memory/episodic/whales-8.jsonl",
+        "memory/episodic/whales-11.jsonl",
+    ];
+    let mut before = Vec::new();
+    for path in paths {
+        before.push(
+            h.store
+                .memory_document("agent:a", path)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let appends = (0..40).map(|i| {
+        let path = format!("memory/episodic/whales-{}.jsonl", [8, 11][i % 2]);
+        let record = json!({"text": text(i, 2), "n": i});
+        let (continuity, a) = (&h.continuity, &a);
+        async move {
+            continuity
+                .append_record(a, &body(json!({"path": path, "record": record})))
+                .await
+                .unwrap()
+        }
+    });
+    futures::future::join_all(appends).await;
+    for (path, before) in paths.into_iter().zip(before) {
+        let document = h
+            .store
+            .memory_document("agent:a", path)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(document.size, document.content.len() as i64, "{path}");
+        let appended = document.content.strip_prefix(&before.content).unwrap();
+        assert_eq!(appended.lines().count(), 20, "{path}");
+        // Each line's revision names the one before it, in the content's order.
+        let revision = appended
+            .split_inclusive('\n')
+            .fold(before.revision_id, |previous, line| {
+                appended_revision_id(&previous, path, line)
+            });
+        assert_eq!(document.revision_id, revision, "{path}");
+    }
     assert_same_rankings(&h).await;
 }
 

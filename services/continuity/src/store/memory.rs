@@ -18,6 +18,7 @@
 //! [`ContinuityStore::memory_rebuild_index`] is recovery: it rewrites index rows that are
 //! missing or do not match their document and drops rows without one.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use noema_core::audit::AuditDraft;
@@ -486,14 +487,91 @@ type Put = (MemoryWritten, Option<Box<IndexChange>>);
 pub(super) async fn put<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     prepared: &PreparedMemoryWrite,
+    targets: &mut AppendTargets,
 ) -> Result<Put, Error> {
     let w = &prepared.write;
+    // Whatever this write does to the document, what was read of it before is no longer
+    // its state: an append that lands as a row of its own puts its new state back.
+    let read = targets.take(&w.tenant, &w.path);
     if let MemoryChange::Append(line) = &w.change
-        && let Some(put) = append_line(tx, w, line, prepared.line.as_ref()).await?
+        && let Some(put) = append_line(tx, w, line, prepared.line.as_ref(), read, targets).await?
     {
         return Ok(put);
     }
     put_whole(tx, w).await
+}
+
+/// What an append reads of its document ([`append_target`]'s columns): id, revision id,
+/// type, size, importance, tags (JSON), snippet, and its content's last character.
+type AppendTarget = (
+    i64,
+    String,
+    String,
+    i64,
+    Option<f64>,
+    String,
+    String,
+    String,
+);
+/// An [`AppendTarget`] led by its tenant and path.
+type TargetRow = (
+    String,
+    String,
+    i64,
+    String,
+    String,
+    i64,
+    Option<f64>,
+    String,
+    String,
+    String,
+);
+
+/// SQLite: the documents a group's appends go to, read in one query before the group's
+/// writes instead of one round trip to SQLite's thread per append, and kept as each append
+/// moves them (a write that changes a document otherwise drops what was read of it).
+#[derive(Debug, Default)]
+pub(super) struct AppendTargets(HashMap<(String, String), AppendTarget>);
+
+impl AppendTargets {
+    /// The documents `writes` append to (none on Postgres, where each append reads its own).
+    pub(super) async fn read<D: Engine>(
+        tx: &mut AuditedTx<'_, D>,
+        writes: &[Write],
+    ) -> Result<Self, Error> {
+        let keys: Vec<[&str; 2]> = writes
+            .iter()
+            .filter_map(|write| match write {
+                Write::Memory(w) if matches!(w.write.change, MemoryChange::Append(_)) => {
+                    Some([w.write.tenant.as_str(), w.write.path.as_str()])
+                }
+                _ => None,
+            })
+            .collect();
+        if D::BACKEND != Backend::Sqlite || keys.is_empty() {
+            return Ok(AppendTargets::default());
+        }
+        let keys = serde_json::to_string(&keys)
+            .map_err(|err| Error::Corrupt(format!("append targets: {err}")))?;
+        let rows: Vec<TargetRow> = query(&SQLITE_APPEND_TARGETS)
+            .bind(keys)
+            .fetch_all(tx.conn())
+            .await?;
+        Ok(AppendTargets(
+            rows.into_iter()
+                .map(
+                    |(tenant, path, id, revision, kind, size, importance, tags, snippet, last)| {
+                        let target = (id, revision, kind, size, importance, tags, snippet, last);
+                        ((tenant, path), target)
+                    },
+                )
+                .collect(),
+        ))
+    }
+
+    fn take(&mut self, tenant: &str, path: &str) -> Option<AppendTarget> {
+        self.0.remove(&(tenant.to_owned(), path.to_owned()))
+    }
 }
 
 /// An append as a row of its own: the line stored with its counts (`counted`, on SQLite),
@@ -505,29 +583,26 @@ async fn append_line<D: Engine>(
     w: &MemoryWrite,
     line: &str,
     counted: Option<&CountedLine>,
+    read: Option<AppendTarget>,
+    targets: &mut AppendTargets,
 ) -> Result<Option<Put>, Error> {
     if D::BACKEND == Backend::Sqlite && counted.is_none() {
         return Ok(None);
     }
-    type Current = (
-        i64,
-        String,
-        String,
-        i64,
-        Option<f64>,
-        String,
-        String,
-        String,
-    );
-    let sql: &str = match D::BACKEND {
-        Backend::Sqlite => &SQLITE_APPEND_TARGET,
-        Backend::Postgres => &POSTGRES_APPEND_TARGET,
+    let current = match read {
+        Some(read) => Some(read),
+        None => {
+            let sql: &str = match D::BACKEND {
+                Backend::Sqlite => &SQLITE_APPEND_TARGET,
+                Backend::Postgres => &POSTGRES_APPEND_TARGET,
+            };
+            query(sql)
+                .bind(w.tenant.as_str())
+                .bind(w.path.as_str())
+                .fetch_optional(tx.conn())
+                .await?
+        }
     };
-    let current: Option<Current> = query(sql)
-        .bind(w.tenant.as_str())
-        .bind(w.path.as_str())
-        .fetch_optional(tx.conn())
-        .await?;
     let Some((id, previous, doc_type, size, importance, tags, snippet, before)) = current else {
         return Ok(None);
     };
@@ -566,6 +641,21 @@ async fn append_line<D: Engine>(
         append = append.bind(counted.json.as_str()).bind(counted.tokens);
     }
     append.execute(tx.conn()).await?;
+    if D::BACKEND == Backend::Sqlite {
+        // The document as the next append of the group finds it.
+        let last = line.chars().next_back().map(String::from).unwrap_or(before);
+        let state = (
+            id,
+            revision.clone(),
+            new.doc_type.clone(),
+            new.size,
+            new.importance,
+            tags.clone(),
+            new.snippet.clone(),
+            last,
+        );
+        targets.0.insert((w.tenant.clone(), w.path.clone()), state);
+    }
     let change = counted.map(|counted| {
         Box::new(IndexChange {
             tenant: w.tenant.clone(),
@@ -601,6 +691,18 @@ fn append_target(last_char: fn(&str) -> String) -> String {
 
 static SQLITE_APPEND_TARGET: LazyLock<String> =
     LazyLock::new(|| append_target(|column| format!("substr({column}, -1)")));
+/// SQLite: [`append_target`] for several documents (`$1`, a JSON array of `[tenant, path]`),
+/// each row led by its tenant and path.
+static SQLITE_APPEND_TARGETS: LazyLock<String> = LazyLock::new(|| {
+    SQLITE_APPEND_TARGET
+        .replacen("SELECT d.id", "SELECT d.tenant, d.path, d.id", 1)
+        .replacen(
+            "FROM memory_documents d WHERE d.tenant = $1 AND d.path = $2",
+            "FROM json_each($1) k JOIN memory_documents d \
+             ON d.tenant = k.value ->> 0 AND d.path = k.value ->> 1",
+            1,
+        )
+});
 static POSTGRES_APPEND_TARGET: LazyLock<String> =
     LazyLock::new(|| append_target(|column| format!("right({column}, 1)")));
 

@@ -202,10 +202,11 @@ impl Write {
     pub(super) async fn apply<D: Engine>(
         &self,
         tx: &mut AuditedTx<'_, D>,
+        targets: &mut super::memory::AppendTargets,
     ) -> Result<Result<Landed, Refusal>, Error> {
         let outcome = match self {
             Write::Memory(w) => {
-                let (written, change) = super::memory::put(tx, w).await?;
+                let (written, change) = super::memory::put(tx, w, targets).await?;
                 // Writing a document's content again is no change and no audit entry.
                 if written.committed {
                     let (draft, at) = self.audit();
