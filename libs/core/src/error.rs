@@ -407,7 +407,15 @@ impl Failure {
     /// reason.
     pub fn from_status(status: &tonic::Status) -> Failure {
         use tonic_types::StatusExt;
-        let code = ErrorCode::from_grpc(status.code());
+        let code = match ErrorCode::from_grpc(status.code()) {
+            // A status with a source was made by this side's transport, not answered by the
+            // peer: the connection failed mid-call (a peer that went away resets it), which
+            // a retry against a running peer gets past.
+            ErrorCode::Internal if std::error::Error::source(status).is_some() => {
+                ErrorCode::Unavailable
+            }
+            code => code,
+        };
         let details = status.get_error_details();
         let info = details
             .error_info()
@@ -564,6 +572,16 @@ mod tests {
         let hinted = Failure::from_status(&to_status(&Hinted));
         assert_eq!(hinted.reason, Reason::InvalidArgument);
         assert_eq!(hinted.hint.as_deref(), Some("do it right"));
+    }
+
+    #[test]
+    fn a_call_its_transport_failed_is_unavailable_and_a_peers_internal_answer_is_not() {
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
+        let failed = Failure::from_status(&tonic::Status::from_error(Box::new(reset)));
+        assert_eq!(failed.code, ErrorCode::Unavailable);
+        assert_eq!(failed.reason, Reason::generic(ErrorCode::Unavailable));
+        let answered = Failure::from_status(&tonic::Status::internal("broken"));
+        assert_eq!(answered.code, ErrorCode::Internal);
     }
 
     #[test]
