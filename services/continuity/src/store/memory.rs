@@ -501,31 +501,29 @@ pub(super) async fn put<D: Engine>(
     put_whole(tx, w).await
 }
 
-/// What an append reads of its document ([`append_target`]'s columns): id, revision id,
-/// type, size, importance, tags (JSON), snippet, and its content's last character.
-type AppendTarget = (
-    i64,
-    String,
-    String,
-    i64,
-    Option<f64>,
-    String,
-    String,
-    String,
-);
-/// An [`AppendTarget`] led by its tenant and path.
-type TargetRow = (
-    String,
-    String,
-    i64,
-    String,
-    String,
-    i64,
-    Option<f64>,
-    String,
-    String,
-    String,
-);
+/// What an append reads of its document ([`append_target`]'s columns).
+#[derive(Debug, Clone, sqlx::FromRow)]
+struct AppendTarget {
+    id: i64,
+    revision_id: String,
+    doc_type: String,
+    size: i64,
+    importance: Option<f64>,
+    /// JSON list of the document's `#tags`.
+    tags: String,
+    snippet: String,
+    /// The content's last character.
+    last: String,
+}
+
+/// An [`AppendTarget`] with the tenant and path it was read for.
+#[derive(Debug, sqlx::FromRow)]
+struct KeyedAppendTarget {
+    tenant: String,
+    path: String,
+    #[sqlx(flatten)]
+    target: AppendTarget,
+}
 
 /// SQLite: the documents a group's appends go to, read in one query before the group's
 /// writes instead of one round trip to SQLite's thread per append, and kept as each append
@@ -553,18 +551,13 @@ impl AppendTargets {
         }
         let keys = serde_json::to_string(&keys)
             .map_err(|err| Error::Corrupt(format!("append targets: {err}")))?;
-        let rows: Vec<TargetRow> = query(&SQLITE_APPEND_TARGETS)
+        let rows: Vec<KeyedAppendTarget> = query(&SQLITE_APPEND_TARGETS)
             .bind(keys)
             .fetch_all(tx.conn())
             .await?;
         Ok(AppendTargets(
             rows.into_iter()
-                .map(
-                    |(tenant, path, id, revision, kind, size, importance, tags, snippet, last)| {
-                        let target = (id, revision, kind, size, importance, tags, snippet, last);
-                        ((tenant, path), target)
-                    },
-                )
+                .map(|row| ((row.tenant, row.path), row.target))
                 .collect(),
         ))
     }
@@ -603,23 +596,25 @@ async fn append_line<D: Engine>(
                 .await?
         }
     };
-    let Some((id, previous, doc_type, size, importance, tags, snippet, before)) = current else {
+    let Some(current) = current else {
         return Ok(None);
     };
+    let id = current.id;
     let old = Description {
-        doc_type,
-        importance,
-        tags: serde_json::from_str(&tags).unwrap_or_default(),
-        snippet,
-        size,
+        doc_type: current.doc_type,
+        importance: current.importance,
+        tags: serde_json::from_str(&current.tags).unwrap_or_default(),
+        snippet: current.snippet,
+        size: current.size,
     };
+    let before = current.last;
     // The line's tokens must not run into the content's: its index row and counts are its own.
     let Some(new) = describe_appended(&w.path, &old, before.chars().next_back(), line)
         .filter(|_| bm25::separate_at_seam(&before, line))
     else {
         return Ok(None);
     };
-    let revision = appended_revision_id(&previous, &w.path, line);
+    let revision = appended_revision_id(&current.revision_id, &w.path, line);
     let tags = serde_json::to_string(&new.tags).unwrap_or_else(|_| "[]".to_owned());
     let (modified_at, micros) = modified(w.at);
     // The line stored and indexed, the document's description moved, in one statement list:
@@ -643,17 +638,16 @@ async fn append_line<D: Engine>(
     append.execute(tx.conn()).await?;
     if D::BACKEND == Backend::Sqlite {
         // The document as the next append of the group finds it.
-        let last = line.chars().next_back().map(String::from).unwrap_or(before);
-        let state = (
+        let state = AppendTarget {
             id,
-            revision.clone(),
-            new.doc_type.clone(),
-            new.size,
-            new.importance,
-            tags.clone(),
-            new.snippet.clone(),
-            last,
-        );
+            revision_id: revision.clone(),
+            doc_type: new.doc_type.clone(),
+            size: new.size,
+            importance: new.importance,
+            tags: tags.clone(),
+            snippet: new.snippet.clone(),
+            last: line.chars().next_back().map(String::from).unwrap_or(before),
+        };
         targets.0.insert((w.tenant.clone(), w.path.clone()), state);
     }
     let change = counted.map(|counted| {
@@ -682,7 +676,7 @@ fn append_target(last_char: fn(&str) -> String) -> String {
     format!(
         "SELECT d.id, d.revision_id, d.doc_type, d.size, d.importance, d.tags, d.snippet, \
          COALESCE((SELECT {} FROM memory_appends a WHERE a.doc = d.id \
-         ORDER BY a.id DESC LIMIT 1), {}) \
+         ORDER BY a.id DESC LIMIT 1), {}) AS last \
          FROM memory_documents d WHERE d.tenant = $1 AND d.path = $2",
         last_char("a.line"),
         last_char("d.content")
@@ -732,11 +726,10 @@ static POSTGRES_APPEND: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Document `id`'s appended lines dropped, with their index rows, their counts added into
-/// the document's (its content is about to be written whole).
+/// Document `id`'s appended lines dropped, with their index rows (its content is about to
+/// be written whole).
 async fn fold<D: Engine>(tx: &mut AuditedTx<'_, D>, id: i64) -> Result<(), Error> {
     if D::BACKEND == Backend::Sqlite {
-        memory_terms::fold_lines(tx, id).await?;
         query(
             "DELETE FROM memory_fts_lines WHERE rowid IN \
              (SELECT id FROM memory_appends WHERE doc = $1)",
@@ -809,8 +802,20 @@ async fn put_whole<D: Engine>(tx: &mut AuditedTx<'_, D>, w: &MemoryWrite) -> Res
         ),
     };
     let (modified_at, micros) = modified(w.at);
+    // An appended line's terms are counted on their own when its tokens cannot run into
+    // the document's last ones.
+    let appended = match (&w.change, &current) {
+        (MemoryChange::Append(line), Some((_, old, _))) if bm25::separate_at_seam(old, line) => {
+            Some(line.as_str())
+        }
+        _ => None,
+    };
     let id: i64 = match &current {
         Some((id, _, _)) => {
+            // Counted from the document's counts: those its lines keep join them first.
+            if D::BACKEND == Backend::Sqlite && appended.is_some() {
+                memory_terms::fold_lines(tx, *id).await?;
+            }
             fold(tx, *id).await?;
             query(
                 "UPDATE memory_documents SET content = $1, revision_id = $2, doc_type = $3, \
@@ -852,14 +857,6 @@ async fn put_whole<D: Engine>(tx: &mut AuditedTx<'_, D>, w: &MemoryWrite) -> Res
             .await?;
             id
         }
-    };
-    // An appended line's terms are counted on their own when its tokens cannot run into
-    // the document's last ones.
-    let appended = match (&w.change, &current) {
-        (MemoryChange::Append(line), Some((_, old, _))) if bm25::separate_at_seam(old, line) => {
-            Some(line.as_str())
-        }
-        _ => None,
     };
     let counted = index(tx, id, &w.tenant, &w.path, &content, appended).await?;
     let change = counted.map(|(terms, tokens)| {

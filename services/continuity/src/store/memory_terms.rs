@@ -14,8 +14,9 @@
 //! the connection (`temp.memory_tokenizer`, the index's tokenizer) and read back through its
 //! `fts5vocab` instance table, so no second tokenizer can disagree with the index. An append
 //! counts the appended line only. A document's counts are its `memory_terms` rows plus the
-//! `terms` of its appended lines (migration 0010); a whole write folds the lines' counts back
-//! into `memory_terms` ([`fold_lines`]) when it folds the lines into its content.
+//! `terms` of its appended lines (migration 0010). A whole write that adds a line's counts to
+//! the document's folds its lines' counts into `memory_terms` first ([`fold_lines`]); a whole
+//! recount ([`replace`]) counts them with the content and clears them.
 
 use std::sync::LazyLock;
 
