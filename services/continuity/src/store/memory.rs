@@ -487,17 +487,19 @@ type Put = (MemoryWritten, Option<Box<IndexChange>>);
 pub(super) async fn put<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     prepared: &PreparedMemoryWrite,
-    targets: &mut AppendTargets,
+    group: &mut GroupAppends,
 ) -> Result<Put, Error> {
     let w = &prepared.write;
     // Whatever this write does to the document, what was read of it before is no longer
     // its state: an append that lands as a row of its own puts its new state back.
-    let read = targets.take(&w.tenant, &w.path);
+    let read = group.take(&w.tenant, &w.path);
     if let MemoryChange::Append(line) = &w.change
-        && let Some(put) = append_line(tx, w, line, prepared.line.as_ref(), read, targets).await?
+        && let Some(put) = append_line(tx, w, line, prepared.line.as_ref(), read, group).await?
     {
         return Ok(put);
     }
+    // A whole write reads the document's lines: the group's go in first.
+    group.flush(tx).await?;
     put_whole(tx, w).await
 }
 
@@ -525,13 +527,22 @@ struct KeyedAppendTarget {
     target: AppendTarget,
 }
 
-/// SQLite: the documents a group's appends go to, read in one query before the group's
-/// writes instead of one round trip to SQLite's thread per append, and kept as each append
-/// moves them (a write that changes a document otherwise drops what was read of it).
+/// SQLite: a group's appends, written as few times as the group allows. The documents they
+/// go to are read in one query before the group's writes (instead of one round trip to
+/// SQLite's thread per append) and kept as each append moves them (a write that changes a
+/// document otherwise drops what was read of it). The rows of the appends that land as rows
+/// of their own are held ([`PendingAppends`]) and written in one query ([`flush`]) before
+/// any other statement of the group runs, and before it commits, so every statement still
+/// sees the writes before it.
+///
+/// [`flush`]: GroupAppends::flush
 #[derive(Debug, Default)]
-pub(super) struct AppendTargets(HashMap<(String, String), AppendTarget>);
+pub(super) struct GroupAppends {
+    targets: HashMap<(String, String), AppendTarget>,
+    pending: PendingAppends,
+}
 
-impl AppendTargets {
+impl GroupAppends {
     /// The documents `writes` append to (none on Postgres, where each append reads its own).
     pub(super) async fn read<D: Engine>(
         tx: &mut AuditedTx<'_, D>,
@@ -547,7 +558,7 @@ impl AppendTargets {
             })
             .collect();
         if D::BACKEND != Backend::Sqlite || keys.is_empty() {
-            return Ok(AppendTargets::default());
+            return Ok(GroupAppends::default());
         }
         let keys = serde_json::to_string(&keys)
             .map_err(|err| Error::Corrupt(format!("append targets: {err}")))?;
@@ -555,29 +566,134 @@ impl AppendTargets {
             .bind(keys)
             .fetch_all(tx.conn())
             .await?;
-        Ok(AppendTargets(
-            rows.into_iter()
+        Ok(GroupAppends {
+            targets: rows
+                .into_iter()
                 .map(|row| ((row.tenant, row.path), row.target))
                 .collect(),
-        ))
+            pending: PendingAppends::default(),
+        })
     }
 
     fn take(&mut self, tenant: &str, path: &str) -> Option<AppendTarget> {
-        self.0.remove(&(tenant.to_owned(), path.to_owned()))
+        self.targets.remove(&(tenant.to_owned(), path.to_owned()))
+    }
+
+    /// Writes the held appends' rows: one query, whatever their number.
+    pub(super) async fn flush<D: Engine>(
+        &mut self,
+        tx: &mut AuditedTx<'_, D>,
+    ) -> Result<(), Error> {
+        let pending = std::mem::take(&mut self.pending);
+        if pending.lines == 0 {
+            return Ok(());
+        }
+        let (lines, documents) = pending.into_json()?;
+        query(SQLITE_APPENDS)
+            .bind(lines.0)
+            .bind(documents)
+            .bind(lines.1)
+            .execute(tx.conn())
+            .await?;
+        Ok(())
     }
 }
 
+/// SQLite: the rows of appends not yet written: each line with its document and counts, and
+/// each document's description after its last line, with the tokens its lines add.
+#[derive(Debug, Default)]
+struct PendingAppends {
+    /// The lines as a JSON array of `[doc, line, terms]`, in append order, still open.
+    json: String,
+    lines: usize,
+    /// The documents in the order first appended to.
+    documents: Vec<PendingDocument>,
+    tokens: i64,
+}
+
+/// A document's description after the group's last append to it ([`SQLITE_APPENDS`]'s
+/// `$2` element), and the tokens the group's lines add to it.
+#[derive(Debug, serde::Serialize)]
+struct PendingDocument {
+    id: i64,
+    revision_id: String,
+    size: i64,
+    /// JSON list of the document's `#tags`.
+    tags: String,
+    snippet: String,
+    modified_at: String,
+    modified_micros: i64,
+    tokens: i64,
+}
+
+impl PendingAppends {
+    /// Holds `line`, appended with its `counted` terms to the document `described` as it
+    /// now is (`described.tokens`: the line's).
+    fn push(
+        &mut self,
+        line: &str,
+        counted: &CountedLine,
+        mut described: PendingDocument,
+    ) -> Result<(), Error> {
+        self.json.push(if self.lines == 0 { '[' } else { ',' });
+        let row = serde_json::to_string(&(described.id, line, counted.json.as_str()))
+            .map_err(|err| Error::Corrupt(format!("an appended line: {err}")))?;
+        self.json.push_str(&row);
+        self.lines += 1;
+        self.tokens += counted.tokens;
+        match self
+            .documents
+            .iter_mut()
+            .find(|held| held.id == described.id)
+        {
+            Some(held) => {
+                described.tokens += held.tokens;
+                *held = described;
+            }
+            None => self.documents.push(described),
+        }
+        Ok(())
+    }
+
+    /// The lines' JSON with the tokens they add in all, and the documents' JSON.
+    fn into_json(mut self) -> Result<((String, i64), String), Error> {
+        self.json.push(']');
+        let documents = serde_json::to_string(&self.documents)
+            .map_err(|err| Error::Corrupt(format!("appended documents: {err}")))?;
+        Ok(((self.json, self.tokens), documents))
+    }
+}
+
+/// SQLite: a group's held appends written at once ($1 the lines, $2 the documents, $3 the
+/// tokens the lines add in all, as [`PendingAppends`] makes them): the lines stored with
+/// their counts and indexed (row ids are assigned in order, above every id before, so the
+/// newest rows are the lines just stored), each document described as after its last line,
+/// the lines' tokens added to their documents' and the index's.
+const SQLITE_APPENDS: &str = "\
+     INSERT INTO memory_appends (doc, line, terms) \
+     SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each($1) ORDER BY key; \
+     INSERT INTO memory_fts_lines (rowid, body) SELECT id, line FROM memory_appends \
+     ORDER BY id DESC LIMIT json_array_length($1); \
+     UPDATE memory_documents SET revision_id = d.value ->> 'revision_id', \
+     size = d.value ->> 'size', tags = d.value ->> 'tags', snippet = d.value ->> 'snippet', \
+     modified_at = d.value ->> 'modified_at', modified_micros = d.value ->> 'modified_micros' \
+     FROM json_each($2) d WHERE memory_documents.id = d.value ->> 'id'; \
+     UPDATE memory_term_documents SET tokens = tokens + (d.value ->> 'tokens') \
+     FROM json_each($2) d WHERE memory_term_documents.doc = d.value ->> 'id'; \
+     UPDATE memory_term_totals SET tokens = tokens + $3";
+
 /// An append as a row of its own: the line stored with its counts (`counted`, on SQLite),
-/// indexed, the description updated from the line alone. `None` when the document is new or
-/// only its whole content can describe it ([`describe_appended`]), or on SQLite without the
-/// line's counts; then it is written whole.
+/// indexed, the description updated from the line alone. On SQLite its row waits in `group`
+/// for the group's next flush. `None` when the document is new or only its whole content can
+/// describe it ([`describe_appended`]), or on SQLite without the line's counts; then it is
+/// written whole.
 async fn append_line<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     w: &MemoryWrite,
     line: &str,
     counted: Option<&CountedLine>,
     read: Option<AppendTarget>,
-    targets: &mut AppendTargets,
+    group: &mut GroupAppends,
 ) -> Result<Option<Put>, Error> {
     if D::BACKEND == Backend::Sqlite && counted.is_none() {
         return Ok(None);
@@ -585,6 +701,7 @@ async fn append_line<D: Engine>(
     let current = match read {
         Some(read) => Some(read),
         None => {
+            group.flush(tx).await?;
             let sql: &str = match D::BACKEND {
                 Backend::Sqlite => &SQLITE_APPEND_TARGET,
                 Backend::Postgres => &POSTGRES_APPEND_TARGET,
@@ -617,38 +734,51 @@ async fn append_line<D: Engine>(
     let revision = appended_revision_id(&current.revision_id, &w.path, line);
     let tags = serde_json::to_string(&new.tags).unwrap_or_else(|_| "[]".to_owned());
     let (modified_at, micros) = modified(w.at);
-    // The line stored and indexed, the document's description moved, in one statement list:
-    // $1 the document, $2 the line, $3… the description, then (SQLite) the line's counts.
-    let statements: &str = match D::BACKEND {
-        Backend::Sqlite => &SQLITE_APPEND,
-        Backend::Postgres => &POSTGRES_APPEND,
-    };
-    let mut append = query(statements)
-        .bind(id)
-        .bind(line)
-        .bind(revision.as_str())
-        .bind(new.size)
-        .bind(tags.as_str())
-        .bind(new.snippet.as_str())
-        .bind(modified_at.as_str())
-        .bind(micros);
-    if let Some(counted) = counted {
-        append = append.bind(counted.json.as_str()).bind(counted.tokens);
-    }
-    append.execute(tx.conn()).await?;
-    if D::BACKEND == Backend::Sqlite {
-        // The document as the next append of the group finds it.
-        let state = AppendTarget {
-            id,
-            revision_id: revision.clone(),
-            doc_type: new.doc_type.clone(),
-            size: new.size,
-            importance: new.importance,
-            tags: tags.clone(),
-            snippet: new.snippet.clone(),
-            last: line.chars().next_back().map(String::from).unwrap_or(before),
-        };
-        targets.0.insert((w.tenant.clone(), w.path.clone()), state);
+    match counted {
+        Some(counted) => {
+            group.pending.push(
+                line,
+                counted,
+                PendingDocument {
+                    id,
+                    revision_id: revision.clone(),
+                    size: new.size,
+                    tags: tags.clone(),
+                    snippet: new.snippet.clone(),
+                    modified_at: modified_at.clone(),
+                    modified_micros: micros,
+                    tokens: counted.tokens,
+                },
+            )?;
+            // The document as the next append of the group finds it.
+            let state = AppendTarget {
+                id,
+                revision_id: revision.clone(),
+                doc_type: new.doc_type.clone(),
+                size: new.size,
+                importance: new.importance,
+                tags: tags.clone(),
+                snippet: new.snippet.clone(),
+                last: line.chars().next_back().map(String::from).unwrap_or(before),
+            };
+            group
+                .targets
+                .insert((w.tenant.clone(), w.path.clone()), state);
+        }
+        // Postgres: the line stored and indexed, the description moved, in one statement.
+        None => {
+            query(&POSTGRES_APPEND)
+                .bind(id)
+                .bind(line)
+                .bind(revision.as_str())
+                .bind(new.size)
+                .bind(tags.as_str())
+                .bind(new.snippet.as_str())
+                .bind(modified_at.as_str())
+                .bind(micros)
+                .execute(tx.conn())
+                .await?;
+        }
     }
     let change = counted.map(|counted| {
         Box::new(IndexChange {
@@ -703,19 +833,6 @@ static POSTGRES_APPEND_TARGET: LazyLock<String> =
 /// The description an append moves ($1 the document, $3… its new description).
 const DESCRIBE_APPENDED: &str = "UPDATE memory_documents SET revision_id = $3, size = $4, \
      tags = $5, snippet = $6, modified_at = $7, modified_micros = $8 WHERE id = $1";
-
-/// SQLite: an append's statements, one round trip to SQLite's thread: the line stored with
-/// its counts ($9, [`CountedLine::json`]) and indexed, the document described, its tokens
-/// ($10) added to the document's and the index's.
-static SQLITE_APPEND: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "INSERT INTO memory_appends (doc, line, terms) VALUES ($1, $2, $9); \
-         INSERT INTO memory_fts_lines (rowid, body) VALUES (last_insert_rowid(), $2); \
-         {DESCRIBE_APPENDED}; \
-         UPDATE memory_term_documents SET tokens = tokens + $10 WHERE doc = $1; \
-         UPDATE memory_term_totals SET tokens = tokens + $10"
-    )
-});
 
 /// Postgres: an append as one statement (data-modifying WITHs), answering no rows.
 static POSTGRES_APPEND: LazyLock<String> = LazyLock::new(|| {

@@ -219,11 +219,12 @@ async fn in_transaction<'c, D: Engine>(
     writes: &[Write],
 ) -> Result<Vec<Result<Landed, Refusal>>, Error> {
     let mut tx = AuditedTx::begin(conn).await?;
-    let mut targets = super::memory::AppendTargets::read(&mut tx, writes).await?;
+    let mut appends = super::memory::GroupAppends::read(&mut tx, writes).await?;
     let mut outcomes = Vec::with_capacity(writes.len());
     for write in writes {
-        outcomes.push(write.apply(&mut tx, &mut targets).await?);
+        outcomes.push(write.apply(&mut tx, &mut appends).await?);
     }
+    appends.flush(&mut tx).await?;
     tx.commit().await?;
     Ok(outcomes)
 }

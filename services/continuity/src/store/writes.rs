@@ -202,11 +202,15 @@ impl Write {
     pub(super) async fn apply<D: Engine>(
         &self,
         tx: &mut AuditedTx<'_, D>,
-        targets: &mut super::memory::AppendTargets,
+        appends: &mut super::memory::GroupAppends,
     ) -> Result<Result<Landed, Refusal>, Error> {
+        if !matches!(self, Write::Memory(_)) {
+            // The group's appends held so far land before this write's statements run.
+            appends.flush(tx).await?;
+        }
         let outcome = match self {
             Write::Memory(w) => {
-                let (written, change) = super::memory::put(tx, w, targets).await?;
+                let (written, change) = super::memory::put(tx, w, appends).await?;
                 // Writing a document's content again is no change and no audit entry.
                 if written.committed {
                     let (draft, at) = self.audit();
