@@ -23,6 +23,9 @@ pub enum Error {
     WriterGone,
     #[error("stored data is malformed: {0}")]
     Corrupt(String),
+    /// The search index's tokenizer could not be made or run.
+    #[error("search tokenizer: {0}")]
+    Tokenizer(#[from] noema_fts5::Fts5Error),
     /// A gRPC field that is not the original's (a page token, the tenant header) is malformed.
     #[error("{0}")]
     InvalidArgument(String),
@@ -57,7 +60,7 @@ impl ServiceError for Error {
             Error::Audit(err) => err.code(),
             Error::Objects(err) if err.is_retryable() => ErrorCode::Unavailable,
             Error::WriterGone => ErrorCode::Unavailable,
-            Error::Objects(_) | Error::Corrupt(_) => ErrorCode::Internal,
+            Error::Objects(_) | Error::Corrupt(_) | Error::Tokenizer(_) => ErrorCode::Internal,
             Error::InvalidArgument(_) => ErrorCode::InvalidArgument,
         }
     }

@@ -163,7 +163,7 @@ impl ContinuityStore {
     pub async fn memory_write(&self, write: MemoryWrite) -> Result<MemoryWritten, Error> {
         let line = match (&write.change, self.database()) {
             (MemoryChange::Append(line), Database::Sqlite(_)) => {
-                Some(self.line_counter().count(line).await?)
+                Some(self.line_counter.count(line)?)
             }
             _ => None,
         };

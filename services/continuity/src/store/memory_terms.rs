@@ -144,52 +144,42 @@ pub(super) struct CountedLine {
     pub tokens: i64,
 }
 
-/// Counts appended lines with the index's tokenizer on in-memory SQLite connections of their
-/// own, before the write reaches the group writer: the serial path every write of the
-/// process waits on (the writer task and its connection's thread) then only stores the
-/// counts. The tokenizer is FTS5's, configured as the index's, in the same SQLite library.
-#[derive(Debug, Clone)]
+/// The index's `tokenize` option: the tokenizer of `memory_fts`, `memory_fts_lines` and
+/// [`TOKENIZER`], and the one [`LineCounter`] calls.
+const INDEX_TOKENIZER: &str = "unicode61";
+const INDEX_TOKENIZER_ARGUMENTS: [&str; 2] = ["remove_diacritics", "2"];
+
+/// Counts appended lines before the write reaches the group writer, by calling the index's
+/// tokenizer directly ([`noema_fts5`]: FTS5's own, in the same SQLite library, configured as
+/// the index's), so the serial path every write of the process waits on (the writer task and
+/// its connection's thread) only stores the counts, and counting a line writes no table.
+/// It runs on the caller's thread: a line takes microseconds.
+#[derive(Debug, Default)]
 pub(super) struct LineCounter {
-    pool: sqlx::SqlitePool,
+    /// Tokenizers not in use: as many as lines were ever counted at once.
+    idle: std::sync::Mutex<Vec<noema_fts5::Tokenizer>>,
 }
 
-/// The line's terms (a JSON object, in term order) and tokens, from the tokenizer's one row.
-const COUNT: &str = "SELECT COALESCE(json_group_object(term, n), '{}'), COALESCE(SUM(n), 0) \
-     FROM (SELECT term, COUNT(*) AS n FROM temp.memory_tokenizer_instances GROUP BY term)";
-
-/// Tokenizer connections: two cores' worth, as many as can count at once.
-const COUNTING_CONNECTIONS: u32 = 2;
-
 impl LineCounter {
-    /// A counter whose connections open on first use.
-    pub fn new() -> Self {
-        let options = sqlx::sqlite::SqliteConnectOptions::new().in_memory(true);
-        let pool = sqlx::sqlite::SqlitePoolOptions::new()
-            .max_connections(COUNTING_CONNECTIONS)
-            .connect_lazy_with(options);
-        LineCounter { pool }
-    }
-
     /// `line`'s terms and tokens, counted as the index counts body text.
-    pub async fn count(&self, line: &str) -> Result<CountedLine, Error> {
-        static STATEMENTS: LazyLock<String> = LazyLock::new(|| {
-            format!(
-                "{TOKENIZER}; {TOKENIZER_INSTANCES}; \
-                 INSERT INTO temp.memory_tokenizer (memory_tokenizer) VALUES ('delete-all'); \
-                 INSERT INTO temp.memory_tokenizer (rowid, path, body) VALUES (1, '', $1); \
-                 {COUNT}"
-            )
-        });
-        let (json, tokens): (String, i64) = sqlx::query_as(&STATEMENTS)
-            .bind(line)
-            .fetch_one(&self.pool)
-            .await?;
-        let terms: std::collections::BTreeMap<String, i64> = serde_json::from_str(&json)
+    pub fn count(&self, line: &str) -> Result<CountedLine, Error> {
+        // A poisoned lock only loses the idle tokenizers: a new one is made.
+        let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let mut tokenizer = match idle {
+            Some(tokenizer) => tokenizer,
+            None => noema_fts5::Tokenizer::new(INDEX_TOKENIZER, &INDEX_TOKENIZER_ARGUMENTS)?,
+        };
+        let counted = tokenizer.count(line);
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push(tokenizer);
+        }
+        let counted = counted?;
+        let json = serde_json::to_string(&counted.terms)
             .map_err(|err| Error::Corrupt(format!("a line's term counts: {err}")))?;
         Ok(CountedLine {
             json,
-            terms: terms.into_iter().collect(),
-            tokens,
+            terms: counted.terms.into_iter().collect(),
+            tokens: counted.tokens,
         })
     }
 }
@@ -281,4 +271,38 @@ pub(super) async fn recount<D: Engine>(tx: &mut AuditedTx<'_, D>) -> Result<(), 
     .execute(tx.conn())
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+mod tests {
+    use super::*;
+
+    /// The tokenizer a line is counted with is the one every index table names.
+    #[test]
+    fn lines_are_counted_with_the_index_tokenizer() {
+        let option = format!(
+            "tokenize = '{INDEX_TOKENIZER} {}'",
+            INDEX_TOKENIZER_ARGUMENTS.join(" ")
+        );
+        assert!(TOKENIZER.contains(&option), "{TOKENIZER}");
+        for migration in [
+            include_str!("../../../../migrations/continuity/sqlite/0004_memory_search_tasks.sql"),
+            include_str!("../../../../migrations/continuity/sqlite/0008_memory_appends.sql"),
+        ] {
+            assert!(
+                migration.contains("fts5(") && migration.contains(&option),
+                "{migration}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_line_counts_as_the_index_counts_it() {
+        let counted = LineCounter::default()
+            .count("Déjà vu, deja VU: 2 times")
+            .unwrap();
+        assert_eq!(counted.json, r#"{"2":1,"deja":2,"times":1,"vu":2}"#);
+        assert_eq!(counted.tokens, 6);
+    }
 }

@@ -71,8 +71,8 @@ pub struct ContinuityStore {
     memory_postings: Arc<memory_postings::MemoryPostings>,
     /// SQLite: subject rows and the listed tenants' pointers, dropped by the writer.
     read_cache: Arc<read_cache::ReadCache>,
-    /// SQLite: counts appended lines before they reach the writer, started on first use.
-    line_counter: Arc<OnceLock<memory_terms::LineCounter>>,
+    /// SQLite: counts appended lines before they reach the writer.
+    line_counter: Arc<memory_terms::LineCounter>,
 }
 
 impl ContinuityStore {
@@ -83,17 +83,12 @@ impl ContinuityStore {
             writer: Arc::new(OnceLock::new()),
             memory_postings: Arc::default(),
             read_cache: Arc::default(),
-            line_counter: Arc::new(OnceLock::new()),
+            line_counter: Arc::default(),
         }
     }
 
     pub fn database(&self) -> &Database {
         &self.db
-    }
-
-    fn line_counter(&self) -> &memory_terms::LineCounter {
-        self.line_counter
-            .get_or_init(memory_terms::LineCounter::new)
     }
 
     fn writer(&self) -> &GroupWriter {
