@@ -323,6 +323,48 @@ async fn counted_relevance_is_fts5s_bm25() {
         assert_eq!(document.revision_id, revision, "{path}");
     }
     assert_same_rankings(&h).await;
+
+    // Appends and whole writes to one document arriving together share groups: the appends
+    // held for the group's one write of their rows land before a whole write reads the
+    // document, so nothing is lost or counted twice.
+    let path = "memory/episodic/whales-14.jsonl";
+    let writes = (0..30).map(|i| {
+        let (continuity, a) = (&h.continuity, &a);
+        async move {
+            if i % 10 == 9 {
+                let content = format!("{}\n", json!({"text": text(100 + i, 3), "whole": i}));
+                continuity
+                    .write_file(a, &body(json!({"path": path, "content": content})))
+                    .await
+                    .unwrap();
+            } else {
+                let record = json!({"text": text(200 + i, 2), "n": i});
+                continuity
+                    .append_record(a, &body(json!({"path": path, "record": record})))
+                    .await
+                    .unwrap();
+            }
+        }
+    });
+    futures::future::join_all(writes).await;
+    let document = h
+        .store
+        .memory_document("agent:a", path)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(document.size, document.content.len() as i64);
+    // The last whole write's line, then every record appended after it.
+    let whole = document.content.lines().next().unwrap();
+    assert!(whole.contains(r#""whole":"#), "{}", document.content);
+    assert!(
+        document
+            .content
+            .lines()
+            .skip(1)
+            .all(|line| line.contains(r#""n":"#))
+    );
+    assert_same_rankings(&h).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

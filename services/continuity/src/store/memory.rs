@@ -588,11 +588,12 @@ impl GroupAppends {
         if pending.lines == 0 {
             return Ok(());
         }
+        let tokens = pending.tokens;
         let (lines, documents) = pending.into_json()?;
         query(SQLITE_APPENDS)
-            .bind(lines.0)
+            .bind(lines)
             .bind(documents)
-            .bind(lines.1)
+            .bind(tokens)
             .execute(tx.conn())
             .await?;
         Ok(())
@@ -655,12 +656,12 @@ impl PendingAppends {
         Ok(())
     }
 
-    /// The lines' JSON with the tokens they add in all, and the documents' JSON.
-    fn into_json(mut self) -> Result<((String, i64), String), Error> {
+    /// The lines' JSON and the documents'.
+    fn into_json(mut self) -> Result<(String, String), Error> {
         self.json.push(']');
         let documents = serde_json::to_string(&self.documents)
             .map_err(|err| Error::Corrupt(format!("appended documents: {err}")))?;
-        Ok(((self.json, self.tokens), documents))
+        Ok((self.json, documents))
     }
 }
 
