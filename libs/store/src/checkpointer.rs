@@ -8,6 +8,13 @@
 //! passes [`WRITER_CHECKPOINT_PAGES`]: under writes that never pause, the log is never
 //! wholly copied between two commits, and SQLite starts it again from the beginning only
 //! when it has been.
+//!
+//! SQLite fsyncs the database file only in a checkpoint that copies the whole log, which
+//! under writes that never pause is the writers' backstop, inside a commit: that fsync then
+//! flushed every page the checkpointer had copied since the last one (~6 ms for a 32 MiB
+//! log, measured with strace under the orchestrator's lifecycle bench), and the group's
+//! callers waited for it. So the checkpointer flushes the file itself after each checkpoint
+//! that copied pages, off the writers' path, and the backstop's fsync finds little to write.
 
 use std::time::Duration;
 
@@ -25,25 +32,35 @@ pub(crate) fn start(pool: &SqlitePool) {
     let mut closed = pool.close_event();
     tokio::spawn(async move {
         let mut conn = None;
+        let mut copied = Copied::default();
         let mut tick = tokio::time::interval(EVERY);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let _ = closed
             .do_until(async {
                 loop {
                     tick.tick().await;
-                    checkpoint(&options, &mut conn).await;
+                    checkpoint(&options, &mut conn, &mut copied).await;
                 }
             })
             .await;
     });
 }
 
-/// One passive checkpoint (it never waits for a reader or writer). A failure is logged and
-/// the connection opened again next time: the writers' own checkpoints keep the log bounded
-/// meanwhile.
+/// What the last checkpoint left: the log's frames and how many of them were copied, as
+/// `PRAGMA wal_checkpoint` answers them.
+#[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
+struct Copied {
+    log: i64,
+    copied: i64,
+}
+
+/// One passive checkpoint (it never waits for a reader or writer), then the database file
+/// flushed if it copied pages. A failure is logged and the connection opened again next
+/// time: the writers' own checkpoints keep the log bounded meanwhile.
 async fn checkpoint(
     options: &sqlx::sqlite::SqliteConnectOptions,
     conn: &mut Option<sqlx::SqliteConnection>,
+    last: &mut Copied,
 ) {
     let connection = match conn {
         Some(connection) => connection,
@@ -55,12 +72,34 @@ async fn checkpoint(
             }
         },
     };
-    if let Err(err) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-        .execute(&mut *connection)
-        .await
-    {
-        tracing::warn!(error = %err, "WAL checkpoint failed");
-        *conn = None;
+    let (_busy, log, copied): (i64, i64, i64) =
+        match sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_one(&mut *connection)
+            .await
+        {
+            Ok(row) => row,
+            Err(err) => {
+                tracing::warn!(error = %err, "WAL checkpoint failed");
+                *conn = None;
+                return;
+            }
+        };
+    let now = Copied { log, copied };
+    if copied <= 0 || now == *last {
+        return;
+    }
+    *last = now;
+    let path = options.get_filename().to_owned();
+    let flushed =
+        tokio::task::spawn_blocking(move || std::fs::File::open(&path)?.sync_data()).await;
+    // Not a loss if it fails: SQLite fsyncs the file in the checkpoint that copies the
+    // whole log.
+    match flushed {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => {
+            tracing::warn!(error = %err, "flushing the checkpointed database file failed");
+        }
+        Err(err) => tracing::warn!(error = %err, "flushing the checkpointed database file failed"),
     }
 }
 
