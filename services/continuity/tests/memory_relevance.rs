@@ -117,6 +117,15 @@ async fn assert_same_rankings(h: &Harness) {
 }
 
 /// Text of `n` sentences drawn in turn from a small vocabulary.
+/// Tenant `agent:a`'s document at `path`, which exists.
+async fn stored(h: &Harness, path: &str) -> noema_continuity::store::MemoryDocument {
+    h.store
+        .memory_document("agent:a", path)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 fn text(seed: usize, n: usize) -> String {
     const WORDS: &[&str] = &[
         "the", "blue", "whales", "sing", "at", "dawn", "krill", "the", "ocean", "deep", "the",
@@ -284,13 +293,7 @@ async fn counted_relevance_is_fts5s_bm25() {
     ];
     let mut before = Vec::new();
     for path in paths {
-        before.push(
-            h.store
-                .memory_document("agent:a", path)
-                .await
-                .unwrap()
-                .unwrap(),
-        );
+        before.push(stored(&h, path).await);
     }
     let appends = (0..40).map(|i| {
         let path = format!("memory/episodic/whales-{}.jsonl", [8, 11][i % 2]);
@@ -305,12 +308,7 @@ async fn counted_relevance_is_fts5s_bm25() {
     });
     futures::future::join_all(appends).await;
     for (path, before) in paths.into_iter().zip(before) {
-        let document = h
-            .store
-            .memory_document("agent:a", path)
-            .await
-            .unwrap()
-            .unwrap();
+        let document = stored(&h, path).await;
         assert_eq!(document.size, document.content.len() as i64, "{path}");
         let appended = document.content.strip_prefix(&before.content).unwrap();
         assert_eq!(appended.lines().count(), 20, "{path}");
@@ -347,12 +345,7 @@ async fn counted_relevance_is_fts5s_bm25() {
         }
     });
     futures::future::join_all(writes).await;
-    let document = h
-        .store
-        .memory_document("agent:a", path)
-        .await
-        .unwrap()
-        .unwrap();
+    let document = stored(&h, path).await;
     assert_eq!(document.size, document.content.len() as i64);
     // The last whole write's line, then every record appended after it.
     let whole = document.content.lines().next().unwrap();
