@@ -500,7 +500,7 @@ pub(super) async fn put<D: Engine>(
     }
     // A whole write reads the document's lines: the group's go in first.
     group.flush(tx).await?;
-    put_whole(tx, w).await
+    put_whole(tx, w, prepared.line.as_ref()).await
 }
 
 /// What an append reads of its document ([`append_target`]'s columns).
@@ -881,8 +881,12 @@ fn hit_row(path: &str, d: Description, tags: String, modified: (String, i64)) ->
 
 /// A write of the document's whole content: a `/v1/write`, the document's first append, or
 /// an append only the whole content can describe. Lines appended before are folded into the
-/// content.
-async fn put_whole<D: Engine>(tx: &mut AuditedTx<'_, D>, w: &MemoryWrite) -> Result<Put, Error> {
+/// content. `counted`: an appended line's counts (SQLite).
+async fn put_whole<D: Engine>(
+    tx: &mut AuditedTx<'_, D>,
+    w: &MemoryWrite,
+    counted: Option<&CountedLine>,
+) -> Result<Put, Error> {
     // The whole content: its stored content and the lines appended since.
     let sql = format!(
         "SELECT id, {}, revision_id FROM memory_documents WHERE tenant = $1 AND path = $2",
@@ -922,9 +926,11 @@ async fn put_whole<D: Engine>(tx: &mut AuditedTx<'_, D>, w: &MemoryWrite) -> Res
     let (modified_at, micros) = modified(w.at);
     // An appended line's terms are counted on their own when its tokens cannot run into
     // the document's last ones.
-    let appended = match (&w.change, &current) {
-        (MemoryChange::Append(line), Some((_, old, _))) if bm25::separate_at_seam(old, line) => {
-            Some(line.as_str())
+    let appended = match (&w.change, &current, counted) {
+        (MemoryChange::Append(line), Some((_, old, _)), Some(counted))
+            if bm25::separate_at_seam(old, line) =>
+        {
+            Some(counted)
         }
         _ => None,
     };
@@ -996,7 +1002,7 @@ async fn put_whole<D: Engine>(tx: &mut AuditedTx<'_, D>, w: &MemoryWrite) -> Res
     ))
 }
 
-/// Writes document `id`'s index row (and on SQLite its term counts: those of `appended`
+/// Writes document `id`'s index row (and on SQLite its term counts: the `appended` line's
 /// added when it is the only change since the row was last written, all of them otherwise;
 /// answered as counted, with their tokens).
 async fn index<D: Engine>(
@@ -1005,7 +1011,7 @@ async fn index<D: Engine>(
     tenant: &str,
     path: &str,
     content: &str,
-    appended: Option<&str>,
+    appended: Option<&CountedLine>,
 ) -> Result<Option<(Vec<(String, i64)>, i64)>, Error> {
     match D::BACKEND {
         Backend::Sqlite => {
@@ -1021,7 +1027,7 @@ async fn index<D: Engine>(
                 .execute(tx.conn())
                 .await?;
             Ok(Some(match appended {
-                Some(line) => memory_terms::append(tx, id, line).await?,
+                Some(counted) => memory_terms::append(tx, id, counted).await?,
                 None => memory_terms::replace(tx, id, path, content).await?,
             }))
         }

@@ -10,15 +10,14 @@
 //! (FTS5's statistics are table-wide). Search reads them through the tenant's in-memory
 //! index ([`super::memory_postings`]): they decide which documents match single-token words.
 //!
-//! The tokens are FTS5's own: the text is tokenized by a one-row contentless FTS5 table of
-//! the connection (`temp.memory_tokenizer`, the index's tokenizer) and read back through its
-//! `fts5vocab` instance table, so no second tokenizer can disagree with the index. An append
-//! counts the appended line only. A document's counts are its `memory_terms` rows plus the
+//! The tokens are FTS5's own, so no second tokenizer can disagree with the index: a whole
+//! document is tokenized by a one-row contentless FTS5 table of the connection
+//! (`temp.memory_tokenizer`, the index's tokenizer) and read back through its `fts5vocab`
+//! instance table; an appended line alone by the same tokenizer called directly
+//! ([`LineCounter`]), before the write reaches the writer. A document's counts are its `memory_terms` rows plus the
 //! `terms` of its appended lines (migration 0010). A whole write that adds a line's counts to
 //! the document's folds its lines' counts into `memory_terms` first ([`fold_lines`]); a whole
 //! recount ([`replace`]) counts them with the content and clears them.
-
-use std::sync::LazyLock;
 
 use noema_store::audit::AuditedTx;
 use noema_store::sql::{Engine, query};
@@ -99,39 +98,6 @@ pub(super) async fn replace<D: Engine>(
     Ok((terms, tokens))
 }
 
-/// The statements that tokenize `$2` (body text appended to document `$1`) into
-/// `temp.memory_line_terms` (the line's terms with their frequency, read from the tokenizer
-/// once) and add its tokens to the document's and the index's. They go to SQLite's thread
-/// with a write's other statements as one query (sqlx runs a query's statements in turn, each
-/// with the `$N` arguments it names): one round trip.
-static COUNT_LINE: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "{TOKENIZER}; {TOKENIZER_INSTANCES}; \
-         CREATE TABLE IF NOT EXISTS temp.memory_line_terms \
-         (term TEXT PRIMARY KEY, freq INTEGER NOT NULL) WITHOUT ROWID; \
-         INSERT INTO temp.memory_tokenizer (memory_tokenizer) VALUES ('delete-all'); \
-         INSERT INTO temp.memory_tokenizer (rowid, path, body) VALUES (1, '', $2); \
-         DELETE FROM temp.memory_line_terms; \
-         INSERT INTO temp.memory_line_terms (term, freq) SELECT term, COUNT(*) \
-         FROM temp.memory_tokenizer_instances GROUP BY term; \
-         UPDATE memory_term_documents SET tokens = tokens + {LINE_TOKENS} WHERE doc = $1; \
-         UPDATE memory_term_totals SET tokens = tokens + {LINE_TOKENS}"
-    )
-});
-
-/// [`COUNT_LINE`], then the line's counts added into the document's `memory_terms` rows,
-/// ending with a query of the line's `(term, freq, tokens)`: for a document written whole
-/// whose counts are incremented by its appended line.
-pub(super) static APPEND: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "{}; INSERT INTO memory_terms (doc, term, freq) SELECT $1, term, freq \
-         FROM temp.memory_line_terms WHERE true \
-         ON CONFLICT (doc, term) DO UPDATE SET freq = freq + excluded.freq; \
-         SELECT term, freq, {LINE_TOKENS} FROM temp.memory_line_terms",
-        COUNT_LINE.as_str()
-    )
-});
-
 /// An appended line's counts: its terms with their frequency, as `memory_appends.terms`
 /// keeps them for a line appended as a row of its own (a JSON object, term → frequency) and
 /// as search's in-memory index takes them, and its tokens. Such a line's counts stay with
@@ -198,31 +164,25 @@ pub(super) async fn fold_lines<D: Engine>(tx: &mut AuditedTx<'_, D>, id: i64) ->
     Ok(())
 }
 
-const LINE_TOKENS: &str = "(SELECT COALESCE(SUM(freq), 0) FROM temp.memory_line_terms)";
-
-/// The line's terms and tokens from the rows [`APPEND`]'s query answers.
-fn appended_counts(rows: Vec<(String, i64, i64)>) -> (Vec<(String, i64)>, i64) {
-    let tokens = rows.first().map_or(0, |(_, _, tokens)| *tokens);
-    let terms = rows
-        .into_iter()
-        .map(|(term, freq, _)| (term, freq))
-        .collect();
-    (terms, tokens)
-}
-
-/// Document `id`'s counts, with those of `line` (body text appended to it) added; answers
-/// the line's (terms and tokens) for the in-memory index.
+/// Document `id`'s counts, with those of its appended line (`counted`, body text) added;
+/// answers the line's (terms and tokens) for the in-memory index.
 pub(super) async fn append<D: Engine>(
     tx: &mut AuditedTx<'_, D>,
     id: i64,
-    line: &str,
+    counted: &CountedLine,
 ) -> Result<(Vec<(String, i64)>, i64), Error> {
-    let rows = query(&APPEND)
-        .bind(id)
-        .bind(line)
-        .fetch_all(tx.conn())
-        .await?;
-    Ok(appended_counts(rows))
+    query(
+        "INSERT INTO memory_terms (doc, term, freq) SELECT $1, key, value FROM json_each($2) \
+         WHERE true ON CONFLICT (doc, term) DO UPDATE SET freq = freq + excluded.freq; \
+         UPDATE memory_term_documents SET tokens = tokens + $3 WHERE doc = $1; \
+         UPDATE memory_term_totals SET tokens = tokens + $3",
+    )
+    .bind(id)
+    .bind(counted.json.as_str())
+    .bind(counted.tokens)
+    .execute(tx.conn())
+    .await?;
+    Ok((counted.terms.clone(), counted.tokens))
 }
 
 /// Drops document `id`'s counts (when its FTS5 row is dropped).
