@@ -1521,6 +1521,71 @@ async fn bench_ledger_measures_mcp_tool_calls_against_rest() {
     assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
 }
 
+/// `noema bench coordination`: every phase's calls succeed, the paired phase splits its
+/// clients between REST and MCP, and the MCP overhead reported is that phase's p50
+/// difference (the separate phases' difference and throughput ratio beside it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_coordination_reports_the_mcp_overhead_under_one_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut running = start_up(&data, &dir.path().join("noema.log"));
+    let out = run(noema()
+        .args([
+            "bench",
+            "coordination",
+            "--concurrency",
+            "3",
+            "--duration",
+            "1",
+        ])
+        .args(["--target", &running.rest, "--data-dir"])
+        .arg(&data));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = report["results"].as_array().unwrap();
+    let rows: Vec<(&str, &str)> = results
+        .iter()
+        .map(|r| (r["op"].as_str().unwrap(), r["transport"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("send", "rest"),
+            ("inbox", "rest"),
+            ("rest_call", "rest"),
+            ("mcp_call", "mcp"),
+            ("paired_rest_call", "rest"),
+            ("paired_mcp_call", "mcp"),
+        ]
+    );
+    for r in results {
+        assert_eq!(r["errors"], 0, "{r}");
+        assert!(r["ops"].as_u64().unwrap() > 0, "{r}");
+    }
+    let row = |op: &str| results.iter().find(|r| r["op"] == op).unwrap();
+    assert_eq!(row("paired_rest_call")["clients"], 1);
+    assert_eq!(row("paired_mcp_call")["clients"], 2);
+    let difference = |mcp: &str, rest: &str| {
+        let p50 = |op: &str| row(op)["p50_ms"].as_f64().unwrap();
+        ((p50(mcp) - p50(rest)) * 1000.0).round() / 1000.0
+    };
+    let reported = |key: &str| report[key].as_f64().unwrap();
+    assert!(
+        (reported("mcp_overhead_p50_ms") - difference("paired_mcp_call", "paired_rest_call")).abs()
+            < 1e-9
+    );
+    assert!(
+        (reported("mcp_separate_phases_overhead_p50_ms") - difference("mcp_call", "rest_call"))
+            .abs()
+            < 1e-9
+    );
+    let throughput = |op: &str| row(op)["throughput_per_sec"].as_f64().unwrap();
+    let ratio = reported("mcp_separate_phases_throughput_ratio");
+    assert!((ratio - throughput("mcp_call") / throughput("rest_call")).abs() < 1e-3);
+    sigterm(&running.child);
+    assert!(wait_exit(&mut running.child, Duration::from_secs(20)).success());
+}
+
 /// `noema bench orchestrator` runs complete lifecycles against a running Noema and reports
 /// them; each one it counts is a request that reached REWARDED, and the whole-store replay
 /// it times covers them.

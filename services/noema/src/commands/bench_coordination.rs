@@ -4,9 +4,14 @@
 //! durable write (answered after its commit).
 //!
 //! Phases: `send` (`POST /v1/messages/send`, 64 recipients and threads), `inbox` (`GET
-//! /v1/messages/inbox`, the last 20 of a filled inbox), and the same inbox read once as REST
-//! (`rest_call`) and once as MCP (`mcp_call`: `tools/call messages.inbox` on `/v1/mcp`),
-//! whose p50 difference is the MCP overhead. Recipients and threads carry the run's id, so
+//! /v1/messages/inbox`, the last 20 of a filled inbox), the same inbox read once as REST
+//! (`rest_call`) and once as MCP (`mcp_call`: `tools/call messages.inbox` on `/v1/mcp`), and
+//! both at once (`paired_call`: half the clients read as REST, half as MCP, for the same
+//! time). The MCP overhead is `paired_call`'s p50 difference: both kinds of call meet the
+//! same load, so the difference is what a tool call adds to its REST call. The difference
+//! of the separate phases is reported too; on a saturated server it is the clients' count
+//! times the extra CPU per call over the cores, a throughput figure, and it moves with
+//! whatever else ran during either phase. Recipients and threads carry the run's id, so
 //! runs never collide; the token's tenant holds them.
 
 use std::sync::Arc;
@@ -19,7 +24,7 @@ use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use super::bench::{Attempt, measure, peak_rss_mb};
+use super::bench::{Attempt, cpu_seconds, measure, peak_rss_mb};
 use super::connect::ClientFlags;
 use super::{CommandError, say_json};
 
@@ -41,7 +46,7 @@ pub struct CoordinationBenchArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "send,inbox,rest_call,mcp_call"
+        default_value = "send,inbox,rest_call,mcp_call,paired_call"
     )]
     pub phases: Vec<Phase>,
     /// PID of the server, to report its peak resident memory and CPU time per operation
@@ -62,6 +67,15 @@ pub enum Phase {
     Inbox,
     RestCall,
     McpCall,
+    PairedCall,
+}
+
+/// One call a client makes.
+#[derive(Debug, Clone, Copy)]
+enum Call {
+    Send,
+    RestInbox,
+    McpInbox,
 }
 
 /// What the bench reads of an MCP answer: whether it is an error, the rest checked as
@@ -184,12 +198,12 @@ impl Bench {
         Ok(())
     }
 
-    async fn one(&self, phase: Phase) -> Result<Attempt, String> {
+    async fn one(&self, call: Call) -> Result<Attempt, String> {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        match phase {
-            Phase::Send => self.send(n).await?,
-            Phase::Inbox | Phase::RestCall => self.inbox().await?,
-            Phase::McpCall => self.mcp_inbox(n).await?,
+        match call {
+            Call::Send => self.send(n).await?,
+            Call::RestInbox => self.inbox().await?,
+            Call::McpInbox => self.mcp_inbox(n).await?,
         }
         Ok(Attempt::Done)
     }
@@ -245,23 +259,35 @@ pub async fn bench(args: &CoordinationBenchArgs) -> Result<(), CommandError> {
     }
     let duration = Duration::from_secs(args.duration);
     let mut results = Vec::new();
+    let mut paired_cpu = None;
     for &phase in &args.phases {
-        let bench = Arc::clone(&bench);
-        let mut row = measure(args.concurrency, duration, args.server_pid, move || {
-            let bench = Arc::clone(&bench);
-            async move { bench.one(phase).await }
-        })
-        .await;
-        if let Value::Object(map) = &mut row {
-            map.insert("op".into(), Value::from(name(phase)));
-            map.insert("transport".into(), Value::from("rest"));
-        }
+        let call = match phase {
+            Phase::Send => Call::Send,
+            Phase::Inbox | Phase::RestCall => Call::RestInbox,
+            Phase::McpCall => Call::McpInbox,
+            Phase::PairedCall => {
+                let (rows, cpu) = paired(&bench, args.concurrency, duration, args.server_pid).await;
+                results.extend(rows);
+                paired_cpu = Some(cpu);
+                continue;
+            }
+        };
+        let mut row = drive(&bench, call, args.concurrency, duration, args.server_pid).await;
+        label(&mut row, &name(phase), call);
         results.push(row);
     }
-    let by_op = |op: &str| results.iter().find(|r| r["op"] == op).and_then(p50);
-    let overhead = by_op("mcp_call")
-        .zip(by_op("rest_call"))
-        .map(|(mcp, rest)| ((mcp - rest) * 1000.0).round() / 1000.0);
+    let by_op = |op: &str| results.iter().find(|r| r["op"] == op);
+    let difference = |mcp: &str, rest: &str| {
+        by_op(mcp)
+            .and_then(p50)
+            .zip(by_op(rest).and_then(p50))
+            .map(|(mcp, rest)| ((mcp - rest) * 1000.0).round() / 1000.0)
+    };
+    let throughput_ratio = by_op("mcp_call")
+        .and_then(|r| r["throughput_per_sec"].as_f64())
+        .zip(by_op("rest_call").and_then(|r| r["throughput_per_sec"].as_f64()))
+        .filter(|(_, rest)| *rest > 0.0)
+        .map(|(mcp, rest)| (mcp / rest * 1000.0).round() / 1000.0);
     say_json(&json!({
         "started_at": noema_client::ledger::utc_seconds(OffsetDateTime::now_utc()),
         "concurrency": args.concurrency,
@@ -269,10 +295,86 @@ pub async fn bench(args: &CoordinationBenchArgs) -> Result<(), CommandError> {
         "target": args.target,
         "inbox_messages": FILLED,
         "results": results,
-        "mcp_overhead_p50_ms": overhead,
+        "mcp_overhead_p50_ms": difference("paired_mcp_call", "paired_rest_call"),
+        "paired_cpu_us_per_call": paired_cpu,
+        "mcp_separate_phases_overhead_p50_ms": difference("mcp_call", "rest_call"),
+        "mcp_separate_phases_throughput_ratio": throughput_ratio,
         "server_peak_rss_mb": args.server_pid.and_then(peak_rss_mb),
     }));
     Ok(())
+}
+
+/// `call` from `concurrency` clients for `duration`.
+async fn drive(
+    bench: &Arc<Bench>,
+    call: Call,
+    concurrency: usize,
+    duration: Duration,
+    server_pid: Option<u32>,
+) -> Value {
+    let bench = Arc::clone(bench);
+    measure(concurrency, duration, server_pid, move || {
+        let bench = Arc::clone(&bench);
+        async move { bench.one(call).await }
+    })
+    .await
+}
+
+/// Names `row`'s phase, and the transport its calls used.
+fn label(row: &mut Value, op: &str, call: Call) {
+    let transport = match call {
+        Call::Send | Call::RestInbox => "rest",
+        Call::McpInbox => "mcp",
+    };
+    if let Value::Object(map) = row {
+        map.insert("op".into(), Value::from(op));
+        map.insert("transport".into(), Value::from(transport));
+    }
+}
+
+/// The `paired_call` phase: the inbox read as REST by half the clients and as MCP by the
+/// other half, at the same time. Its rows, and the CPU per call of the server and of the
+/// bench over both kinds (one process serves both, so it cannot be split by kind).
+async fn paired(
+    bench: &Arc<Bench>,
+    concurrency: usize,
+    duration: Duration,
+    server_pid: Option<u32>,
+) -> (Vec<Value>, Value) {
+    let server = server_pid.map(|pid| pid.to_string());
+    let server_before = server.as_deref().and_then(cpu_seconds);
+    let bench_before = cpu_seconds("self");
+    let rest_clients = (concurrency / 2).max(1);
+    let mcp_clients = concurrency.saturating_sub(rest_clients).max(1);
+    let (mut rest, mut mcp) = tokio::join!(
+        drive(bench, Call::RestInbox, rest_clients, duration, None),
+        drive(bench, Call::McpInbox, mcp_clients, duration, None),
+    );
+    let calls = [&rest, &mcp]
+        .iter()
+        .filter_map(|row| row["ops"].as_u64())
+        .sum::<u64>();
+    #[allow(clippy::cast_precision_loss)]
+    let per_call = |before: Option<f64>, pid: Option<&str>| {
+        let used = cpu_seconds(pid?)? - before?;
+        (calls > 0).then(|| (used / calls as f64 * 1e6).round())
+    };
+    let cpu = json!({
+        "server": per_call(server_before, server.as_deref()),
+        "bench": per_call(bench_before, Some("self")),
+    });
+    for (row, op, call, clients) in [
+        (&mut rest, "paired_rest_call", Call::RestInbox, rest_clients),
+        (&mut mcp, "paired_mcp_call", Call::McpInbox, mcp_clients),
+    ] {
+        label(row, op, call);
+        if let Value::Object(map) = row {
+            map.insert("clients".into(), Value::from(clients));
+            // Each half's share of the bench's CPU is not known either.
+            map.insert("bench_cpu_us_per_op".into(), Value::Null);
+        }
+    }
+    (vec![rest, mcp], cpu)
 }
 
 #[cfg(test)]
