@@ -63,10 +63,15 @@ pub struct CoordinationBenchArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 #[value(rename_all = "snake_case")]
 pub enum Phase {
+    /// `POST /v1/messages/send`, every send a durable write.
     Send,
+    /// `GET /v1/messages/inbox`, the last 20 of a filled inbox.
     Inbox,
+    /// The inbox read as REST, on its own.
     RestCall,
+    /// The inbox read as `tools/call messages.inbox`, on its own.
     McpCall,
+    /// Both at once, half the clients each (at least one each): the MCP overhead.
     PairedCall,
 }
 
