@@ -265,6 +265,26 @@ async fn register_agent_key(
     keygen
 }
 
+/// A bench's JSON report, once the bench has succeeded and every phase did some work
+/// without an error.
+fn successful_bench(out: &std::process::Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for r in report["results"].as_array().unwrap() {
+        assert_eq!(r["errors"], 0, "{r}");
+        assert!(r["ops"].as_u64().unwrap() > 0, "{r}");
+    }
+    report
+}
+
+/// The `(op, transport)` of each row of a bench report's results.
+fn phases_of(results: &[serde_json::Value]) -> Vec<(&str, &str)> {
+    results
+        .iter()
+        .map(|r| (r["op"].as_str().unwrap(), r["transport"].as_str().unwrap()))
+        .collect()
+}
+
 /// Starts `noema up` logging at debug level into `log`.
 fn start_up(data_dir: &std::path::Path, log: &std::path::Path) -> Running {
     start_roles(&["up"], data_dir, log)
@@ -1385,12 +1405,8 @@ async fn bench_ledger_reports_every_phase_and_its_writes_are_real() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let results = report["results"].as_array().unwrap();
-    let phases: Vec<(&str, &str)> = results
-        .iter()
-        .map(|r| (r["op"].as_str().unwrap(), r["transport"].as_str().unwrap()))
-        .collect();
     assert_eq!(
-        phases,
+        phases_of(results),
         [
             ("canonical_put", "grpc"),
             ("canonical_put", "rest"),
@@ -1470,15 +1486,10 @@ async fn bench_ledger_measures_mcp_tool_calls_against_rest() {
         ])
         .args(["--rest", &running.rest])
         .args(&flags));
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = successful_bench(&out);
     let results = report["results"].as_array().unwrap();
-    let phases: Vec<(&str, &str)> = results
-        .iter()
-        .map(|r| (r["op"].as_str().unwrap(), r["transport"].as_str().unwrap()))
-        .collect();
     assert_eq!(
-        phases,
+        phases_of(results),
         [
             ("canonical_put", "rest"),
             ("canonical_put", "mcp"),
@@ -1486,10 +1497,6 @@ async fn bench_ledger_measures_mcp_tool_calls_against_rest() {
             ("canonical_get", "mcp"),
         ]
     );
-    for r in results {
-        assert_eq!(r["errors"], 0, "{r}");
-        assert!(r["ops"].as_u64().unwrap() > 0, "{r}");
-    }
     let overhead = report["mcp_overhead_p50_ms"].as_object().unwrap();
     assert_eq!(
         overhead.keys().collect::<Vec<_>>(),
@@ -1540,15 +1547,10 @@ async fn bench_coordination_reports_the_mcp_overhead_under_one_load() {
         ])
         .args(["--target", &running.rest, "--data-dir"])
         .arg(&data));
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = successful_bench(&out);
     let results = report["results"].as_array().unwrap();
-    let rows: Vec<(&str, &str)> = results
-        .iter()
-        .map(|r| (r["op"].as_str().unwrap(), r["transport"].as_str().unwrap()))
-        .collect();
     assert_eq!(
-        rows,
+        phases_of(results),
         [
             ("send", "rest"),
             ("inbox", "rest"),
@@ -1558,10 +1560,6 @@ async fn bench_coordination_reports_the_mcp_overhead_under_one_load() {
             ("paired_mcp_call", "mcp"),
         ]
     );
-    for r in results {
-        assert_eq!(r["errors"], 0, "{r}");
-        assert!(r["ops"].as_u64().unwrap() > 0, "{r}");
-    }
     let row = |op: &str| results.iter().find(|r| r["op"] == op).unwrap();
     assert_eq!(row("paired_rest_call")["clients"], 1);
     assert_eq!(row("paired_mcp_call")["clients"], 2);
