@@ -105,22 +105,19 @@ impl Tokenizer {
             .methods
             .xCreate
             .ok_or_else(|| Fts5Error::UnknownTokenizer(name.to_owned()))?;
-        let mut argv: Vec<*const c_char> = c_args.iter().map(|arg| arg.as_ptr()).collect();
-        let argc = c_int::try_from(argv.len()).map_err(|_| Fts5Error::Arguments {
+        let refused = |code| Fts5Error::Arguments {
             name: name.to_owned(),
             args: args.iter().map(|arg| (*arg).to_owned()).collect(),
-            code: ffi::SQLITE_TOOBIG,
-        })?;
+            code,
+        };
+        let mut argv: Vec<*const c_char> = c_args.iter().map(|arg| arg.as_ptr()).collect();
+        let argc = c_int::try_from(argv.len()).map_err(|_| refused(ffi::SQLITE_TOOBIG))?;
         // SAFETY: `user_data` is what `xFindTokenizer` gave for this tokenizer; `argv` holds
         // `argc` NUL-terminated strings that outlive the call (FTS5 copies what it keeps);
         // the instance pointer is a valid place for the new tokenizer, freed by `Drop`.
         let code = unsafe { create(user_data, argv.as_mut_ptr(), argc, &mut tokenizer.instance) };
         if code != ffi::SQLITE_OK || tokenizer.instance.is_null() {
-            return Err(Fts5Error::Arguments {
-                name: name.to_owned(),
-                args: args.iter().map(|arg| (*arg).to_owned()).collect(),
-                code,
-            });
+            return Err(refused(code));
         }
         Ok(tokenizer)
     }

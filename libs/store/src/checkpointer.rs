@@ -90,16 +90,14 @@ async fn checkpoint(
     }
     *last = now;
     let path = options.get_filename().to_owned();
-    let flushed =
-        tokio::task::spawn_blocking(move || std::fs::File::open(&path)?.sync_data()).await;
+    let flushed = tokio::task::spawn_blocking(move || std::fs::File::open(&path)?.sync_data())
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|flushed| flushed);
     // Not a loss if it fails: SQLite fsyncs the file in the checkpoint that copies the
     // whole log.
-    match flushed {
-        Ok(Ok(())) => {}
-        Ok(Err(err)) => {
-            tracing::warn!(error = %err, "flushing the checkpointed database file failed");
-        }
-        Err(err) => tracing::warn!(error = %err, "flushing the checkpointed database file failed"),
+    if let Err(err) = flushed {
+        tracing::warn!(error = %err, "flushing the checkpointed database file failed");
     }
 }
 

@@ -14,8 +14,8 @@
 //! document is tokenized by a one-row contentless FTS5 table of the connection
 //! (`temp.memory_tokenizer`, the index's tokenizer) and read back through its `fts5vocab`
 //! instance table; an appended line alone by the same tokenizer called directly
-//! ([`LineCounter`]), before the write reaches the writer. A document's counts are its `memory_terms` rows plus the
-//! `terms` of its appended lines (migration 0010). A whole write that adds a line's counts to
+//! ([`LineCounter`]), before the write reaches the writer. A document's counts are its
+//! `memory_terms` rows plus the `terms` of its appended lines (migration 0010). A whole write that adds a line's counts to
 //! the document's folds its lines' counts into `memory_terms` first ([`fold_lines`]); a whole
 //! recount ([`replace`]) counts them with the content and clears them.
 
