@@ -116,7 +116,6 @@ async fn assert_same_rankings(h: &Harness) {
     }
 }
 
-/// Text of `n` sentences drawn in turn from a small vocabulary.
 /// Tenant `agent:a`'s document at `path`, which exists.
 async fn stored(h: &Harness, path: &str) -> noema_continuity::store::MemoryDocument {
     h.store
@@ -126,6 +125,7 @@ async fn stored(h: &Harness, path: &str) -> noema_continuity::store::MemoryDocum
         .unwrap()
 }
 
+/// Text of `n` sentences drawn in turn from a small vocabulary.
 fn text(seed: usize, n: usize) -> String {
     const WORDS: &[&str] = &[
         "the", "blue", "whales", "sing", "at", "dawn", "krill", "the", "ocean", "deep", "the",
