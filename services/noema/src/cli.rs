@@ -117,8 +117,7 @@ enum Command {
     #[command(subcommand)]
     Ledger(commands::ledger::LedgerCommand),
     /// Measure a running instance (throughput and latency, as JSON).
-    #[command(subcommand)]
-    Bench(commands::bench::BenchCommand),
+    Bench(commands::bench::Bench),
     /// Signed diaries.
     #[command(subcommand)]
     Diary(commands::diary::DiaryCommand),
@@ -300,10 +299,13 @@ pub fn run(registry: Registry) -> ExitCode {
     noema_tools::tls::install();
     let matches = command(&registry).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Bench(bench) = &cli.command
+        && let Some(threads) = bench.worker_threads()
     {
+        runtime.worker_threads(threads);
+    }
+    match runtime.enable_all().build() {
         Ok(runtime) => runtime.block_on(dispatch(&registry, cli)),
         Err(err) => fail(&err),
     }

@@ -1385,7 +1385,8 @@ fn bench_ledger_refuses_unknown_operations_and_transports() {
 
 /// `noema bench ledger` drives every operation over both transports with real, durable
 /// writes and reports what it measured: the writes it counts are the writes the ledger has,
-/// and the server's memory and CPU per operation are read from the process it was given.
+/// the server's memory and CPU per operation are read from the process it was given, and the
+/// load client ran on its default threads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_ledger_reports_every_phase_and_its_writes_are_real() {
     let dir = tempfile::tempdir().unwrap();
@@ -1404,6 +1405,9 @@ async fn bench_ledger_reports_every_phase_and_its_writes_are_real() {
         .args(&flags));
     assert!(out.status.success(), "{}", text(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The load client's threads by default: a quarter of the cores, at least one.
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(report["client_threads"], (cores / 4).max(1));
     let results = report["results"].as_array().unwrap();
     assert_eq!(
         phases_of(results),
@@ -1530,7 +1534,8 @@ async fn bench_ledger_measures_mcp_tool_calls_against_rest() {
 
 /// `noema bench coordination`: every phase's calls succeed, the paired phase splits its
 /// clients between REST and MCP, and the MCP overhead reported is that phase's p50
-/// difference (the separate phases' difference and throughput ratio beside it).
+/// difference (the separate phases' difference and throughput ratio beside it). The load
+/// client runs on the threads asked for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_coordination_reports_the_mcp_overhead_under_one_load() {
     let dir = tempfile::tempdir().unwrap();
@@ -1544,10 +1549,13 @@ async fn bench_coordination_reports_the_mcp_overhead_under_one_load() {
             "3",
             "--duration",
             "1",
+            "--client-threads",
+            "3",
         ])
         .args(["--target", &running.rest, "--data-dir"])
         .arg(&data));
     let report = successful_bench(&out);
+    assert_eq!(report["client_threads"], 3);
     let results = report["results"].as_array().unwrap();
     assert_eq!(
         phases_of(results),
@@ -1678,6 +1686,20 @@ fn bench_world_runs_turns_against_toys_in_their_own_process() {
     assert!(
         report["concurrent"]["turn_ms_median"].as_f64().unwrap() >= 30.0,
         "{report}"
+    );
+}
+
+/// `--client-threads` sets a load client's threads; `bench world` does the work itself and
+/// refuses it rather than ignore it.
+#[test]
+fn bench_world_refuses_client_threads() {
+    let out = run(noema().args(["bench", "world", "--client-threads", "1"]));
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    assert!(
+        text(&out.stderr).contains("--client-threads sets a load client's threads"),
+        "{}",
+        text(&out.stderr)
     );
 }
 

@@ -10,6 +10,7 @@
 //! REST canonical puts alone (`--ops canonical_put --transports rest`) make no gRPC call, so
 //! the same client can measure any server that answers open-cognition's `POST /canonical`.
 
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -23,6 +24,49 @@ use time::OffsetDateTime;
 
 use super::connect::ClientFlags;
 use super::{CommandError, say_json};
+
+/// `noema bench`: the load client's own settings, then what to measure.
+#[derive(Debug, Args)]
+pub struct Bench {
+    /// Worker threads of the load client (default: a quarter of the cores, at least one).
+    /// A client with a thread per core competes with a server on the same host for every
+    /// core, and its threads' wake-ups cost CPU on both sides. Refused by `world`, which
+    /// runs the kernel itself in this process on every core.
+    #[arg(long, global = true, value_name = "N")]
+    pub client_threads: Option<NonZeroUsize>,
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+impl Bench {
+    /// The runtime's worker threads for this bench: `None` for one that runs a server's
+    /// work in this process (the runtime's default, a thread per core).
+    pub fn worker_threads(&self) -> Option<usize> {
+        self.drives_a_server().then(|| {
+            self.client_threads
+                .map_or_else(default_client_threads, NonZeroUsize::get)
+        })
+    }
+
+    /// Whether this bench is a load client of a server (not one that does the work itself).
+    fn drives_a_server(&self) -> bool {
+        !matches!(
+            self.command,
+            BenchCommand::World(_) | BenchCommand::Fill(_) | BenchCommand::OrchestratorFill(_)
+        )
+    }
+}
+
+/// The worker threads of the runtime the bench runs on, as its report gives them.
+pub fn client_threads() -> usize {
+    tokio::runtime::Handle::current().metrics().num_workers()
+}
+
+/// A quarter of the cores, at least one: per operation the clients cost about a quarter of
+/// what the server does.
+fn default_client_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |cores| (cores.get() / 4).max(1))
+}
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -450,8 +494,15 @@ pub(crate) fn peak_rss_mb(pid: u32) -> Option<f64> {
     Some((kb / 1024.0 * 10.0).round() / 10.0)
 }
 
-pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
-    let args = match command {
+pub async fn bench(bench: &Bench) -> Result<(), CommandError> {
+    if bench.client_threads.is_some() && !bench.drives_a_server() {
+        return Err(CommandError::Usage(
+            "--client-threads sets a load client's threads; this bench does its work in \
+             this process, on every core"
+                .into(),
+        ));
+    }
+    let args = match &bench.command {
         BenchCommand::Ledger(args) => args,
         BenchCommand::Continuity(args) => return super::bench_continuity::bench(args).await,
         BenchCommand::Context(args) => return super::bench_context::bench(args).await,
@@ -522,6 +573,7 @@ pub async fn bench(command: &BenchCommand) -> Result<(), CommandError> {
     say_json(&json!({
         "started_at": utc_seconds(OffsetDateTime::now_utc()),
         "concurrency": args.concurrency,
+        "client_threads": client_threads(),
         "seconds_per_phase": args.duration,
         "payload_bytes": args.payload_bytes,
         "results": results,

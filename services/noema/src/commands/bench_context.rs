@@ -523,6 +523,7 @@ pub async fn bench(args: &ContextBenchArgs) -> Result<(), CommandError> {
     say_json(&json!({
         "started_at": noema_client::ledger::utc_seconds(OffsetDateTime::now_utc()),
         "concurrency": args.concurrency,
+        "client_threads": super::bench::client_threads(),
         "seconds_per_phase": args.duration,
         "target": base,
         "tenant": bench.tenant,

@@ -301,6 +301,7 @@ pub async fn bench(args: &OrchestratorBenchArgs) -> Result<(), CommandError> {
     say_json(&json!({
         "started_at": now(),
         "concurrency": args.concurrency,
+        "client_threads": super::bench::client_threads(),
         "seconds": args.duration,
         "lifecycle": lifecycles,
         "replay_all": replay,
