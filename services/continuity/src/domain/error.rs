@@ -148,6 +148,11 @@ pub enum ContinuityError {
     /// 400 with the original's detail.
     #[error("{0}")]
     Invalid(String),
+    /// 400 with the original's detail, as `Invalid`: a stored capsule names another subject
+    /// than the one asked for. Apart from `Invalid` because a read refuses it where it
+    /// falls back from other invalid capsules.
+    #[error("{0}")]
+    SubjectMismatch(String),
     /// 404 with the original's detail.
     #[error("{0}")]
     NotFound(String),
@@ -255,7 +260,7 @@ impl ContinuityError {
     pub fn http_status(&self) -> u16 {
         match self {
             ContinuityError::Validation(_) => 422,
-            ContinuityError::Invalid(_) => 400,
+            ContinuityError::Invalid(_) | ContinuityError::SubjectMismatch(_) => 400,
             ContinuityError::Forbidden { .. } => 403,
             ContinuityError::NotFound(_) => 404,
             ContinuityError::Conflict { .. }
@@ -278,6 +283,7 @@ impl ContinuityError {
                 body.insert("detail", detail);
             }
             ContinuityError::Invalid(d)
+            | ContinuityError::SubjectMismatch(d)
             | ContinuityError::NotFound(d)
             | ContinuityError::IdempotencyConflict(d)
             | ContinuityError::Unavailable(d)
@@ -325,7 +331,9 @@ impl ServiceError for ContinuityError {
         match self {
             // FailedPrecondition is the code that travels as HTTP 422.
             ContinuityError::Validation(_) => ErrorCode::FailedPrecondition,
-            ContinuityError::Invalid(_) => ErrorCode::InvalidArgument,
+            ContinuityError::Invalid(_) | ContinuityError::SubjectMismatch(_) => {
+                ErrorCode::InvalidArgument
+            }
             ContinuityError::Forbidden { .. } => ErrorCode::PermissionDenied,
             ContinuityError::NotFound(_) => ErrorCode::NotFound,
             ContinuityError::Conflict { .. }

@@ -74,10 +74,8 @@ pub fn resolve_loaded(
     };
     match &error {
         ContinuityError::NotFound(_) => warnings.push("continuity_active_missing".to_owned()),
-        ContinuityError::Invalid(detail) if detail.contains("subject does not match") => {
-            return Err(error);
-        }
         ContinuityError::Invalid(_) => warnings.push("continuity_active_invalid".to_owned()),
+        // A capsule of another subject (`SubjectMismatch`) is refused, not fallen back from.
         _ => return Err(error),
     }
     if !request.allow_fallback {
@@ -99,7 +97,11 @@ pub fn resolve_loaded(
                 recovery_warnings: warnings,
             })
         }
-        Err(ContinuityError::Invalid(_) | ContinuityError::NotFound(_)) => {
+        Err(
+            ContinuityError::Invalid(_)
+            | ContinuityError::SubjectMismatch(_)
+            | ContinuityError::NotFound(_),
+        ) => {
             warnings.push("continuity_fallback_missing".to_owned());
             Ok(ReadOutcome {
                 path,
@@ -214,4 +216,80 @@ fn response_members(
         body.insert("schedule_context", extras.schedule_context);
     }
     body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::json::canonical_json;
+    use crate::domain::model::SubjectKind;
+    use crate::domain::timestamp::parse_iso;
+    use crate::domain::write::fallback_envelope;
+
+    fn capsule_of(subject_id: &str) -> Capsule {
+        let body = format!(
+            r#"{{"subject_kind":"thread","subject_id":"{subject_id}",
+            "updated_at":"2026-01-01T00:00:00Z","verified_at":"2026-01-01T00:00:00Z",
+            "verification_kind":"self_review","source":{{"producer":"p","update_reason":"manual"}},
+            "continuity":{{"top_priorities":["ship"],"active_concerns":[],"active_constraints":[],
+            "open_loops":[],"stance_summary":"calm","drift_signals":[]}},
+            "confidence":{{"continuity":0.5,"relationship_model":0.25}}}}"#
+        );
+        Capsule::from_json_at(&Json::parse(body.as_bytes()).unwrap(), &Default::default()).unwrap()
+    }
+
+    fn request(subject_id: &str) -> ReadRequest {
+        ReadRequest {
+            subject_kind: SubjectKind::Thread,
+            subject_id: subject_id.to_owned(),
+            allow_fallback: true,
+            view: None,
+        }
+    }
+
+    /// An active capsule of another subject is refused with the original's 400, even when
+    /// the read allows a fallback.
+    #[test]
+    fn an_active_capsule_of_another_subject_is_refused() {
+        let stored = StoredCapsule::new(canonical_json(&capsule_of("other").to_json()));
+        let err = resolve_read(&request("release-42"), Some(&stored), None).unwrap_err();
+        assert_eq!(
+            err,
+            ContinuityError::SubjectMismatch(
+                "Continuity capsule subject does not match requested subject".into()
+            )
+        );
+        assert_eq!(err.http_status(), 400);
+        assert_eq!(
+            to_py_json(&err.body()),
+            r#"{"detail":"Continuity capsule subject does not match requested subject"}"#
+        );
+    }
+
+    /// A fallback snapshot of another subject counts as missing (a read without a capsule),
+    /// and one of the subject is used.
+    #[test]
+    fn a_fallback_of_another_subject_counts_as_missing() {
+        let at = parse_iso("2026-01-02T00:00:00Z").unwrap();
+        let envelope = |id: &str| {
+            let subject = SubjectKey::new(SubjectKind::Thread, id).unwrap();
+            canonical_json(&fallback_envelope(
+                &capsule_of(id),
+                &subject.active_path(),
+                at,
+            ))
+        };
+        let other = envelope("other");
+        let outcome = resolve_read(&request("release-42"), None, Some(other.as_bytes())).unwrap();
+        assert_eq!(outcome.source_state, SourceState::Missing);
+        assert!(outcome.capsule.is_none());
+        assert_eq!(
+            outcome.recovery_warnings,
+            ["continuity_active_missing", "continuity_fallback_missing"]
+        );
+        let own = envelope("release-42");
+        let outcome = resolve_read(&request("release-42"), None, Some(own.as_bytes())).unwrap();
+        assert_eq!(outcome.source_state, SourceState::Fallback);
+        assert_eq!(outcome.capsule.unwrap().subject_id, "release-42");
+    }
 }

@@ -92,7 +92,7 @@ pub fn load_capsule_value(
             && normalize_subject_id(&capsule.subject_id).ok()
                 == normalize_subject_id(subject_id).ok();
         if !same {
-            return Err(ContinuityError::invalid(mismatch_detail));
+            return Err(ContinuityError::SubjectMismatch(mismatch_detail.to_owned()));
         }
     }
     Ok((capsule, warnings))

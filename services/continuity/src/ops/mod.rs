@@ -187,7 +187,7 @@ impl Continuity {
                 if same {
                     Ok((capsule.clone(), warnings.clone()))
                 } else {
-                    Err(ContinuityError::invalid(mismatch))
+                    Err(ContinuityError::SubjectMismatch(mismatch.to_owned()))
                 }
             }
             Err(err) => Err(err.clone()),

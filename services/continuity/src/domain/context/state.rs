@@ -223,10 +223,9 @@ fn load_selector(
         Err(error) => {
             let active_missing = match &error {
                 ContinuityError::NotFound(_) => true,
-                ContinuityError::Invalid(detail) if detail.contains("subject does not match") => {
-                    return Err(error);
-                }
                 ContinuityError::Invalid(_) => false,
+                // A capsule of another subject (`SubjectMismatch`) is refused, not fallen
+                // back from.
                 _ => return Err(error),
             };
             state.recovery_warnings.push(q(if active_missing {
@@ -255,7 +254,11 @@ fn load_selector(
                     state.fallback_used = true;
                     (capsule, SourceState::Fallback)
                 }
-                Err(ContinuityError::Invalid(_) | ContinuityError::NotFound(_)) => {
+                Err(
+                    ContinuityError::Invalid(_)
+                    | ContinuityError::SubjectMismatch(_)
+                    | ContinuityError::NotFound(_),
+                ) => {
                     if active_missing {
                         state.recovery_warnings.push(q(FALLBACK_MISSING));
                         state.omitted.push(selector.label());
