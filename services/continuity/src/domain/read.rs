@@ -219,6 +219,7 @@ fn response_members(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::domain::json::canonical_json;
