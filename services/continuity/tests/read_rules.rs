@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::Arc;
+
 use noema_continuity::domain::json::{Json, to_py_json};
 use noema_continuity::domain::listing::{ListRow, PreparedRow, list_body, list_response};
 use noema_continuity::domain::model::Capsule;
@@ -283,7 +285,7 @@ fn read_body_with_a_serialised_capsule_is_the_whole_answer() {
         ] {
             let outcome = ReadOutcome {
                 path: "memory/continuity/x.json".to_owned(),
-                capsule: Some(c.clone()),
+                capsule: Some(Arc::new(c.clone())),
                 source_state: source,
                 recovery_warnings: warnings,
             };

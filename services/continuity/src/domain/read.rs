@@ -1,6 +1,8 @@
 //! `POST /v1/continuity/read` (digest §7): active capsule, fallback degradation, trust signals,
 //! the superseded warning and the startup view.
 
+use std::sync::Arc;
+
 use time::OffsetDateTime;
 
 use super::error::ContinuityError;
@@ -16,13 +18,14 @@ use super::trust::{SourceState, startup_summary, trust_signals};
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadOutcome {
     pub path: String,
-    pub capsule: Option<Capsule>,
+    /// Shared with the service's cache of loaded revisions: a read does not copy it.
+    pub capsule: Option<Arc<Capsule>>,
     pub source_state: SourceState,
     pub recovery_warnings: Vec<String>,
 }
 
 /// A capsule as loaded for a read, with its recovery warnings, or why it could not be.
-pub type Loaded = Result<(Capsule, Vec<String>), ContinuityError>;
+pub type Loaded = Result<(Arc<Capsule>, Vec<String>), ContinuityError>;
 
 /// Resolves a read from the stored active capsule and (when allowed) the fallback snapshot's
 /// bytes; `None` means the artifact does not exist.
@@ -32,7 +35,11 @@ pub fn resolve_read(
     fallback: Option<&[u8]>,
 ) -> Result<ReadOutcome, ContinuityError> {
     let expected = Some((request.subject_kind, request.subject_id.as_str()));
-    let active = active.map(|stored| stored.load_for_read(expected));
+    let active = active.map(|stored| {
+        stored
+            .load_for_read(expected)
+            .map(|(capsule, warnings)| (Arc::new(capsule), warnings))
+    });
     resolve_loaded(request, active, || {
         fallback.map(|bytes| {
             load_fallback_envelope(bytes).and_then(|envelope| {
@@ -42,7 +49,7 @@ pub fn resolve_read(
                     expected,
                     "Continuity fallback snapshot subject does not match requested subject",
                 )
-                .map(|(capsule, _)| (capsule, envelope.warnings))
+                .map(|(capsule, _)| (Arc::new(capsule), envelope.warnings))
             })
         })
     })
@@ -133,7 +140,7 @@ pub fn read_response(
     let capsule = outcome
         .capsule
         .as_ref()
-        .map_or(Json::Null, Capsule::to_json);
+        .map_or(Json::Null, |capsule| capsule.to_json());
     Json::Object(response_members(outcome, now, startup, capsule))
 }
 
@@ -206,7 +213,7 @@ fn response_members(
         body.insert(
             "startup_summary",
             startup_summary(
-                outcome.capsule.as_ref(),
+                outcome.capsule.as_deref(),
                 outcome.source_state,
                 &warnings,
                 &signals,

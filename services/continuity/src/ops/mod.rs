@@ -163,7 +163,11 @@ impl Continuity {
         if let Some(loaded) = self.capsules.get(revision_id) {
             return loaded;
         }
-        let loaded = Arc::new(StoredCapsule::new(bytes).load_for_read(None));
+        let loaded = Arc::new(
+            StoredCapsule::new(bytes)
+                .load_for_read(None)
+                .map(|(capsule, warnings)| (Arc::new(capsule), warnings)),
+        );
         self.capsules
             .insert(revision_id.to_owned(), Arc::clone(&loaded));
         loaded
@@ -185,7 +189,7 @@ impl Continuity {
                     && normalize_subject_id(&capsule.subject_id).ok()
                         == normalize_subject_id(subject_id).ok();
                 if same {
-                    Ok((capsule.clone(), warnings.clone()))
+                    Ok((Arc::clone(capsule), warnings.clone()))
                 } else {
                     Err(ContinuityError::SubjectMismatch(mismatch.to_owned()))
                 }
@@ -200,7 +204,7 @@ impl Continuity {
             .as_ref()
             .as_ref()
             .ok()
-            .map(|(capsule, _)| capsule.clone())
+            .map(|(capsule, _)| Capsule::clone(capsule))
     }
 }
 

@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::Arc;
+
 use time::OffsetDateTime;
 use time::macros::datetime;
 
@@ -251,7 +253,7 @@ fn active(selector: Selector, capsule: Option<Capsule>) -> SelectorSource {
     SelectorSource {
         selector,
         active_readable: true,
-        active: capsule.map(|c| Ok((c, Vec::new()))),
+        active: capsule.map(|c| Ok((Arc::new(c), Vec::new()))),
         fallback_readable: true,
         fallback: None,
     }
@@ -480,7 +482,7 @@ fn a_fallback_is_used_when_the_active_capsule_is_missing() {
         ..selector(SubjectKind::Thread, "t1")
     };
     let source = SelectorSource {
-        fallback: Some(Ok((capsule("thread", "t1", ""), Vec::new()))),
+        fallback: Some(Ok((Arc::new(capsule("thread", "t1", "")), Vec::new()))),
         ..active(s.clone(), None)
     };
     let state = continuity_state(&r, &selection(&[s]), vec![source], NOW).unwrap();
@@ -671,7 +673,7 @@ fn invalid_fallback_and_conflicted_capsules_in_multi_mode() {
         ..active(a.clone(), None)
     };
     let fallback = SelectorSource {
-        fallback: Some(Ok((capsule("thread", "old", ""), Vec::new()))),
+        fallback: Some(Ok((Arc::new(capsule("thread", "old", "")), Vec::new()))),
         ..active(b.clone(), None)
     };
     let conflicted = capsule(

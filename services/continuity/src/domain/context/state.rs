@@ -5,6 +5,8 @@
 //! The operations layer loads each selector's stored capsules (and whether the token may read
 //! their paths); everything from there is decided here, without I/O.
 
+use std::sync::Arc;
+
 use time::OffsetDateTime;
 
 use crate::domain::error::ContinuityError;
@@ -54,7 +56,7 @@ pub struct SelectorSource {
 #[derive(Debug, Clone)]
 pub struct LoadedRow {
     pub selector: Selector,
-    pub capsule: Capsule,
+    pub capsule: Arc<Capsule>,
     pub source_state: SourceState,
     pub health: HealthStatus,
 }
