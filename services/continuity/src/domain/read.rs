@@ -7,10 +7,9 @@ use time::OffsetDateTime;
 
 use super::error::ContinuityError;
 use super::json::{Json, JsonObject, to_py_json};
-use super::model::{Capsule, Lifecycle};
-use super::plans::load_fallback_envelope;
+use super::model::{Capsule, Lifecycle, SubjectKind};
 use super::request::ReadRequest;
-use super::stored::{StoredCapsule, load_capsule_value};
+use super::stored::{StoredCapsule, names_subject};
 use super::subject::SubjectKey;
 use super::trust::{SourceState, startup_summary, trust_signals};
 
@@ -27,32 +26,23 @@ pub struct ReadOutcome {
 /// A capsule as loaded for a read, with its recovery warnings, or why it could not be.
 pub type Loaded = Result<(Arc<Capsule>, Vec<String>), ContinuityError>;
 
-/// Resolves a read from the stored active capsule and (when allowed) the fallback snapshot's
-/// bytes; `None` means the artifact does not exist.
-pub fn resolve_read(
-    request: &ReadRequest,
-    active: Option<&StoredCapsule>,
-    fallback: Option<&[u8]>,
-) -> Result<ReadOutcome, ContinuityError> {
-    let expected = Some((request.subject_kind, request.subject_id.as_str()));
-    let active = active.map(|stored| {
-        stored
-            .load_for_read(expected)
-            .map(|(capsule, warnings)| (Arc::new(capsule), warnings))
-    });
-    resolve_loaded(request, active, || {
-        fallback.map(|bytes| {
-            load_fallback_envelope(bytes).and_then(|envelope| {
-                let raw = envelope.capsule.to_value();
-                load_capsule_value(
-                    &raw,
-                    expected,
-                    "Continuity fallback snapshot subject does not match requested subject",
-                )
-                .map(|(capsule, _)| (Arc::new(capsule), envelope.warnings))
-            })
-        })
-    })
+/// A stored capsule loaded for reading, shared so that a cached load is never copied.
+pub fn load_stored(bytes: &[u8]) -> Loaded {
+    StoredCapsule::new(bytes)
+        .load_for_read(None)
+        .map(|(capsule, warnings)| (Arc::new(capsule), warnings))
+}
+
+/// `loaded` for a read of (`kind`, `subject_id`): refused with `mismatch` when the capsule
+/// names another subject.
+pub fn loaded_as(loaded: &Loaded, kind: SubjectKind, subject_id: &str, mismatch: &str) -> Loaded {
+    match loaded {
+        Ok((capsule, warnings)) if names_subject(capsule, kind, subject_id) => {
+            Ok((Arc::clone(capsule), warnings.clone()))
+        }
+        Ok(_) => Err(ContinuityError::SubjectMismatch(mismatch.to_owned())),
+        Err(err) => Err(err.clone()),
+    }
 }
 
 /// The read's resolution over capsules already loaded (`None`: the artifact does not
@@ -230,11 +220,14 @@ fn response_members(
 mod tests {
     use super::*;
     use crate::domain::json::canonical_json;
-    use crate::domain::model::SubjectKind;
-    use crate::domain::timestamp::parse_iso;
-    use crate::domain::write::fallback_envelope;
 
-    fn capsule_of(subject_id: &str) -> Capsule {
+    const ACTIVE_MISMATCH: &str = "Continuity capsule subject does not match requested subject";
+    const FALLBACK_MISMATCH: &str =
+        "Continuity fallback snapshot subject does not match requested subject";
+
+    /// A stored revision's capsule of thread `subject_id`, loaded as the service loads it
+    /// for a read of thread `release-42`, with `mismatch` as the refusal's detail.
+    fn loaded_for_release_42(subject_id: &str, mismatch: &str) -> Loaded {
         let body = format!(
             r#"{{"subject_kind":"thread","subject_id":"{subject_id}",
             "updated_at":"2026-01-01T00:00:00Z","verified_at":"2026-01-01T00:00:00Z",
@@ -243,13 +236,17 @@ mod tests {
             "open_loops":[],"stance_summary":"calm","drift_signals":[]}},
             "confidence":{{"continuity":0.5,"relationship_model":0.25}}}}"#
         );
-        Capsule::from_json_at(&Json::parse(body.as_bytes()).unwrap(), &Default::default()).unwrap()
+        let capsule =
+            Capsule::from_json_at(&Json::parse(body.as_bytes()).unwrap(), &Default::default())
+                .unwrap();
+        let stored = load_stored(canonical_json(&capsule.to_json()).as_bytes());
+        loaded_as(&stored, SubjectKind::Thread, "release-42", mismatch)
     }
 
-    fn request(subject_id: &str) -> ReadRequest {
+    fn request() -> ReadRequest {
         ReadRequest {
             subject_kind: SubjectKind::Thread,
-            subject_id: subject_id.to_owned(),
+            subject_id: "release-42".to_owned(),
             allow_fallback: true,
             view: None,
         }
@@ -259,8 +256,9 @@ mod tests {
     /// the read allows a fallback.
     #[test]
     fn an_active_capsule_of_another_subject_is_refused() {
-        let stored = StoredCapsule::new(canonical_json(&capsule_of("other").to_json()));
-        let err = resolve_read(&request("release-42"), Some(&stored), None).unwrap_err();
+        let active = loaded_for_release_42("other", ACTIVE_MISMATCH);
+        let fallback = || Some(loaded_for_release_42("release-42", FALLBACK_MISMATCH));
+        let err = resolve_loaded(&request(), Some(active), fallback).unwrap_err();
         assert_eq!(
             err,
             ContinuityError::SubjectMismatch(
@@ -278,25 +276,15 @@ mod tests {
     /// and one of the subject is used.
     #[test]
     fn a_fallback_of_another_subject_counts_as_missing() {
-        let at = parse_iso("2026-01-02T00:00:00Z").unwrap();
-        let envelope = |id: &str| {
-            let subject = SubjectKey::new(SubjectKind::Thread, id).unwrap();
-            canonical_json(&fallback_envelope(
-                &capsule_of(id),
-                &subject.active_path(),
-                at,
-            ))
-        };
-        let other = envelope("other");
-        let outcome = resolve_read(&request("release-42"), None, Some(other.as_bytes())).unwrap();
+        let fallback = |id: &str| Some(loaded_for_release_42(id, FALLBACK_MISMATCH));
+        let outcome = resolve_loaded(&request(), None, || fallback("other")).unwrap();
         assert_eq!(outcome.source_state, SourceState::Missing);
         assert!(outcome.capsule.is_none());
         assert_eq!(
             outcome.recovery_warnings,
             ["continuity_active_missing", "continuity_fallback_missing"]
         );
-        let own = envelope("release-42");
-        let outcome = resolve_read(&request("release-42"), None, Some(own.as_bytes())).unwrap();
+        let outcome = resolve_loaded(&request(), None, || fallback("release-42")).unwrap();
         assert_eq!(outcome.source_state, SourceState::Fallback);
         assert_eq!(outcome.capsule.unwrap().subject_id, "release-42");
     }

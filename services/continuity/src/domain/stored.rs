@@ -87,15 +87,18 @@ pub fn load_capsule_value(
             )),
             other => other,
         })?;
-    if let Some((kind, subject_id)) = expected {
-        let same = capsule.subject_kind == kind
-            && normalize_subject_id(&capsule.subject_id).ok()
-                == normalize_subject_id(subject_id).ok();
-        if !same {
-            return Err(ContinuityError::SubjectMismatch(mismatch_detail.to_owned()));
-        }
+    if let Some((kind, subject_id)) = expected
+        && !names_subject(&capsule, kind, subject_id)
+    {
+        return Err(ContinuityError::SubjectMismatch(mismatch_detail.to_owned()));
     }
     Ok((capsule, warnings))
+}
+
+/// Whether `capsule` is the subject a caller asked for (ids compared normalised).
+pub fn names_subject(capsule: &Capsule, kind: SubjectKind, subject_id: &str) -> bool {
+    capsule.subject_kind == kind
+        && normalize_subject_id(&capsule.subject_id).ok() == normalize_subject_id(subject_id).ok()
 }
 
 /// Patch and lifecycle writes must be strictly newer than the stored capsule.

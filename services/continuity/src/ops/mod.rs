@@ -35,9 +35,8 @@ use crate::domain::error::ContinuityError;
 use crate::domain::json::Json;
 use crate::domain::listing::PreparedRow;
 use crate::domain::model::Capsule;
-use crate::domain::read::Loaded;
-use crate::domain::stored::StoredCapsule;
-use crate::domain::subject::{SubjectKey, normalize_subject_id};
+use crate::domain::read::{Loaded, load_stored, loaded_as};
+use crate::domain::subject::SubjectKey;
 use crate::store::ContinuityStore;
 
 pub use artifacts::ArtifactCheck;
@@ -163,11 +162,7 @@ impl Continuity {
         if let Some(loaded) = self.capsules.get(revision_id) {
             return loaded;
         }
-        let loaded = Arc::new(
-            StoredCapsule::new(bytes)
-                .load_for_read(None)
-                .map(|(capsule, warnings)| (Arc::new(capsule), warnings)),
-        );
+        let loaded = Arc::new(load_stored(bytes));
         self.capsules
             .insert(revision_id.to_owned(), Arc::clone(&loaded));
         loaded
@@ -182,20 +177,7 @@ impl Continuity {
         subject_id: &str,
         mismatch: &str,
     ) -> Loaded {
-        let loaded = self.load(revision_id, bytes);
-        match loaded.as_ref() {
-            Ok((capsule, warnings)) => {
-                let same = capsule.subject_kind == kind
-                    && normalize_subject_id(&capsule.subject_id).ok()
-                        == normalize_subject_id(subject_id).ok();
-                if same {
-                    Ok((Arc::clone(capsule), warnings.clone()))
-                } else {
-                    Err(ContinuityError::SubjectMismatch(mismatch.to_owned()))
-                }
-            }
-            Err(err) => Err(err.clone()),
-        }
+        loaded_as(&self.load(revision_id, bytes), kind, subject_id, mismatch)
     }
 
     /// A loaded capsule for summaries (list, plans), `None` if it does not load.
