@@ -21,7 +21,7 @@ mod signing;
 mod tasks;
 mod tiers;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use noema_core::audit::AuditDraft;
 use noema_proto::identity::v1::identity_service_client::IdentityServiceClient;
@@ -101,21 +101,38 @@ struct ListedRows {
 /// Tenants whose last list rows are kept (by tenant and whether fallbacks are shown).
 const LISTED_TENANTS: usize = 256;
 
+/// A revision as the read paths use it, worked out once. Revisions are immutable, so an
+/// entry is never stale, and one lookup finds all of it.
+struct LoadedRevision {
+    loaded: Loaded,
+    /// `capsule_sha256` of its stored bytes.
+    sha256: String,
+    /// Its capsule as a read shows it, serialised at its first read.
+    read_json: OnceLock<Arc<str>>,
+}
+
+impl LoadedRevision {
+    /// The capsule's JSON as a read shows it, `None` if it does not load.
+    fn read_json(&self) -> Option<Arc<str>> {
+        let (capsule, _) = self.loaded.as_ref().ok()?;
+        Some(Arc::clone(self.read_json.get_or_init(|| {
+            crate::domain::json::to_py_json(&capsule.to_json()).into()
+        })))
+    }
+}
+
 pub struct Continuity {
     store: ContinuityStore,
     objects: Arc<dyn ObjectStore>,
     options: Options,
-    /// Each revision's capsule as the read path loads it. Revisions are immutable, so an
-    /// entry is never stale.
-    capsules: quick_cache::sync::Cache<String, Arc<Loaded>>,
+    /// Each revision as the read path loads it.
+    capsules: quick_cache::sync::Cache<String, Arc<LoadedRevision>>,
     /// Each revision's list row as an active capsule and as a fallback snapshot, prepared
     /// once (see [`PreparedRow`]).
     active_rows: RowCache,
     fallback_rows: RowCache,
     /// Each tenant's last list rows (see `listed_rows`).
     listed: quick_cache::sync::Cache<(String, bool), Arc<ListedRows>>,
-    /// Each revision's capsule JSON as a read shows it, serialised once.
-    capsule_json: quick_cache::sync::Cache<String, Arc<str>>,
     /// Capsule writes in flight per subject (hot subjects' writers build on each other).
     in_flight: in_flight::InFlight,
     /// Memory files, search, tasks and schedule for context bundles (not continuity's own).
@@ -138,7 +155,6 @@ impl Continuity {
             active_rows: RowCache::new(CACHED_CAPSULES),
             fallback_rows: RowCache::new(CACHED_CAPSULES),
             listed: quick_cache::sync::Cache::new(LISTED_TENANTS),
-            capsule_json: quick_cache::sync::Cache::new(CACHED_CAPSULES),
             in_flight: in_flight::InFlight::default(),
             inputs,
             failures: messages::VerifyFailures::default(),
@@ -158,14 +174,18 @@ impl Continuity {
 
     /// A revision's capsule loaded for reading (legacy upgrade, related_documents
     /// sanitised, model validated), from the cache when it was loaded before.
-    fn load(&self, revision_id: &str, bytes: &[u8]) -> Arc<Loaded> {
-        if let Some(loaded) = self.capsules.get(revision_id) {
-            return loaded;
+    fn load(&self, revision_id: &str, bytes: &[u8]) -> Arc<LoadedRevision> {
+        if let Some(revision) = self.capsules.get(revision_id) {
+            return revision;
         }
-        let loaded = Arc::new(load_stored(bytes));
+        let revision = Arc::new(LoadedRevision {
+            loaded: load_stored(bytes),
+            sha256: noema_core::content_id::sha256_hex(bytes),
+            read_json: OnceLock::new(),
+        });
         self.capsules
-            .insert(revision_id.to_owned(), Arc::clone(&loaded));
-        loaded
+            .insert(revision_id.to_owned(), Arc::clone(&revision));
+        revision
     }
 
     /// [`Continuity::load`] with the read path's subject check.
@@ -177,13 +197,18 @@ impl Continuity {
         subject_id: &str,
         mismatch: &str,
     ) -> Loaded {
-        loaded_as(&self.load(revision_id, bytes), kind, subject_id, mismatch)
+        loaded_as(
+            &self.load(revision_id, bytes).loaded,
+            kind,
+            subject_id,
+            mismatch,
+        )
     }
 
     /// A loaded capsule for summaries (list, plans), `None` if it does not load.
     fn capsule(&self, revision_id: &str, bytes: &[u8]) -> Option<Capsule> {
         self.load(revision_id, bytes)
-            .as_ref()
+            .loaded
             .as_ref()
             .ok()
             .map(|(capsule, _)| Capsule::clone(capsule))

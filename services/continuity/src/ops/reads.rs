@@ -11,7 +11,7 @@ use crate::domain::context::schedule;
 use crate::domain::listing::{ArtifactState, ListRow, PreparedRow, list_body};
 use crate::domain::model::{SubjectKind, SubjectKind as Kind};
 use crate::domain::plans::load_archive_envelope;
-use crate::domain::read::{ReadOutcome, StartupExtras, read_body, resolve_loaded};
+use crate::domain::read::{ReadOutcome, StartupExtras, loaded_as, read_body, resolve_loaded};
 use crate::domain::request::{CompareRequest, ListRequest, ReadRequest, parse_body};
 use crate::domain::revision::{StoredRevision, chain_intact};
 use crate::domain::stored::StoredCapsule;
@@ -49,10 +49,11 @@ impl Continuity {
         caller.require_read_path(&subject.active_path())?;
         let row = self.store.subject(&caller.tenant, &subject).await?;
         let at = now();
-        let active = row.as_ref().and_then(|r| r.active.as_ref()).map(|a| {
-            self.load_as(
-                &a.revision_id,
-                &a.capsule,
+        let active_pointer = row.as_ref().and_then(|r| r.active.as_ref());
+        let active_revision = active_pointer.map(|a| self.load(&a.revision_id, &a.capsule));
+        let active = active_revision.as_ref().map(|revision| {
+            loaded_as(
+                &revision.loaded,
                 request.subject_kind,
                 &request.subject_id,
                 "Continuity capsule subject does not match requested subject",
@@ -68,38 +69,29 @@ impl Continuity {
                     .await?
             }
         };
+        let fallback_revision = fallback
+            .as_ref()
+            .map(|f| self.load(&f.revision_id, &f.capsule));
         let outcome: ReadOutcome = resolve_loaded(&request, active, || {
-            fallback.as_ref().map(|f| {
-                self.load_as(
-                    &f.revision_id,
-                    &f.capsule,
+            fallback_revision.as_ref().map(|revision| {
+                loaded_as(
+                    &revision.loaded,
                     request.subject_kind,
                     &request.subject_id,
                     "Continuity fallback snapshot subject does not match requested subject",
                 )
             })
         })?;
-        let (revision_id, capsule_sha256) = match outcome.source_state {
-            SourceState::Active => row
-                .as_ref()
-                .and_then(|r| r.active.as_ref())
-                .map(|a| {
-                    (
-                        a.revision_id.clone(),
-                        noema_core::content_id::sha256_hex(&a.capsule),
-                    )
-                })
-                .unwrap_or_default(),
+        // The revision the read answers with, if any.
+        let shown = match outcome.source_state {
+            SourceState::Active => active_pointer
+                .map(|a| a.revision_id.as_str())
+                .zip(active_revision.as_ref()),
             SourceState::Fallback => fallback
                 .as_ref()
-                .map(|f| {
-                    (
-                        f.revision_id.clone(),
-                        noema_core::content_id::sha256_hex(&f.capsule),
-                    )
-                })
-                .unwrap_or_default(),
-            _ => Default::default(),
+                .map(|f| f.revision_id.as_str())
+                .zip(fallback_revision.as_ref()),
+            _ => None,
         };
         let startup = if request.startup_view() {
             Some(
@@ -109,35 +101,22 @@ impl Continuity {
         } else {
             None
         };
-        let capsule_json = outcome
-            .capsule
-            .as_ref()
-            .filter(|_| !revision_id.is_empty())
-            .map(|capsule| self.capsule_json(&revision_id, capsule));
+        let capsule_json = shown.and_then(|(_, revision)| revision.read_json());
         let body = read_body(&outcome, at, startup, capsule_json.as_deref());
         if let Some(row) = &row
             && ContinuityStore::needs_touch(row.used_at, at.unix_timestamp())
         {
             self.mark_used(&caller.tenant, &subject, at.unix_timestamp());
         }
+        let (revision_id, capsule_sha256) = shown
+            .map(|(id, revision)| (id.to_owned(), revision.sha256.clone()))
+            .unwrap_or_default();
         Ok(ReadAnswer {
             body,
             source_state: outcome.source_state.as_str(),
             revision_id,
             capsule_sha256,
         })
-    }
-
-    /// A revision's capsule as a read shows it, serialised once (`capsule` is that
-    /// revision's, as loaded).
-    fn capsule_json(&self, revision_id: &str, capsule: &crate::domain::model::Capsule) -> Arc<str> {
-        if let Some(json) = self.capsule_json.get(revision_id) {
-            return json;
-        }
-        let json: Arc<str> = crate::domain::json::to_py_json(&capsule.to_json()).into();
-        self.capsule_json
-            .insert(revision_id.to_owned(), Arc::clone(&json));
-        json
     }
 
     /// The startup view's graph (thread/task anchors; user/peer are not graph anchors) and
@@ -327,7 +306,7 @@ impl Continuity {
             return Some(row);
         }
         let loaded = self.capsules.get(revision_id)?;
-        let (capsule, _) = loaded.as_ref().as_ref().ok()?;
+        let (capsule, _) = loaded.loaded.as_ref().ok()?;
         let row = match state {
             ArtifactState::Fallback => ListRow::fallback(capsule, &subject.fallback_path(), at),
             _ => ListRow::active(capsule, &subject.active_path(), at),
