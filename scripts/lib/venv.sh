@@ -9,6 +9,8 @@
 # (a stamp file records them); two runs at once wait for each other on VENV.lock. It sets
 # NOEMA_VENV_PATH to VENV. It fails loudly (noema_die, with pip's output and HINT) when
 # the packages cannot be installed: a test that needs them must never be skipped.
+# NOEMA_VENV_PYTHON (default python3) is the interpreter a venv is made with; a caller that
+# needs a newer Python than python3 sets it (see noema_python_at_least).
 
 # noema_venv_run CMD...: run a command in the background and wait for it, so that a signal
 # reaches the caller at once (bash defers traps while a foreground child runs); a caller's
@@ -42,13 +44,28 @@ noema_venv_python() {
   noema_die 'python3 >= 3.10 with the venv module is needed (Debian: python3-venv)'
 }
 
+# noema_python_at_least MAJOR.MINOR: the path of a Python of at least that version with
+# venv support (python3, python3.N on PATH, or one pyenv installed), or nothing.
+noema_python_at_least() {
+  local want=$1 candidate ok
+  ok="import sys, venv, ensurepip; sys.exit(sys.version_info < tuple(map(int, '$want'.split('.'))))"
+  for candidate in python3 python3.14 python3.13 python3.12 \
+    "$(pyenv root 2>/dev/null)"/versions/3.*/bin/python3; do
+    candidate=$(command -v "$candidate" 2>/dev/null) || continue
+    if "$candidate" -c "$ok" >/dev/null 2>&1; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+}
+
 NOEMA_VENV_PATH=''
 noema_venv_ensure() {
   local venv=$1 timeout=$2 what=$3 hint=$4
   shift 4
-  local stamp=$venv/.noema-requirements want lock fd=''
-  noema_venv_python
-  want=$(printf '%s\n' "$(python3 -c 'import sys; print(sys.version.split()[0])')" "$@")
+  local stamp=$venv/.noema-requirements want lock fd='' python=${NOEMA_VENV_PYTHON:-python3}
+  [[ -n ${NOEMA_VENV_PYTHON:-} ]] || noema_venv_python
+  want=$(printf '%s\n' "$("$python" -c 'import sys; print(sys.version.split()[0])')" "$@")
   NOEMA_VENV_PATH=$venv
   if [[ -x $venv/bin/python && -r $stamp && $(<"$stamp") == "$want" ]]; then
     return 0
@@ -79,7 +96,7 @@ noema_venv_ensure() {
   local -a limit=()
   command -v timeout >/dev/null 2>&1 && limit=(timeout "$timeout")
   {
-    noema_venv_run python3 -m venv "$venv" &&
+    noema_venv_run "$python" -m venv "$venv" &&
       noema_venv_run "${limit[@]}" "$venv/bin/python" -m pip install \
         --disable-pip-version-check --no-input --quiet --only-binary=:all: \
         --timeout 60 --retries 3 -r "$req"
