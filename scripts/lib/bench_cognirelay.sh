@@ -44,13 +44,7 @@ bench_cognirelay_start() {
         --host "${addr%:*}" --port "${addr##*:}"
   ) >"$log" 2>&1 &
   cognirelay_pid=$!
-  for _ in $(seq 200); do
-    curl -fsS "http://$addr/health" >/dev/null 2>&1 && return 0
-    kill -0 "$cognirelay_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  noema_dump_log 'CogniRelay' "$log"
-  noema_die "CogniRelay did not start on $addr"
+  noema_wait_http "http://$addr/health" "$cognirelay_pid" "$log"
 }
 
 bench_cognirelay_main() {
@@ -80,11 +74,7 @@ bench_cognirelay_main() {
         "$bin" up --data-dir "$dir/noema-$run/data" --grpc-addr "$grpc" --http-addr "$http" \
           >"$dir/noema-$run/log" 2>&1 &
         noema_pid=$!
-        for _ in $(seq 100); do
-          curl -fsS "http://$http/healthz" >/dev/null 2>&1 && break
-          kill -0 "$noema_pid" 2>/dev/null || { cat "$dir/noema-$run/log" >&2; exit 1; }
-          sleep 0.1
-        done
+        noema_wait_http "http://$http/healthz" "$noema_pid" "$dir/noema-$run/log"
         target=$http token=$(<"$dir/noema-$run/data/owner.token") pid=$noema_pid
       fi
       "$bin" bench continuity --target "http://$target" --token "$token" --server-pid "$pid" \

