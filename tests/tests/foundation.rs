@@ -465,7 +465,7 @@ async fn storage_metrics_are_exported() {
         .unwrap();
     assert!(
         text.contains(
-            "noema_object_store_requests_total{op=\"put\",outcome=\"ok\",service=\"ledger\"}"
+            "noema_object_store_requests_total{op=\"put_if_absent\",outcome=\"ok\",service=\"ledger\"}"
         ),
         "{text}"
     );

@@ -651,6 +651,14 @@ impl ObjectStore for Probe {
         self.puts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.put(key, body, content_type).await
     }
+    async fn put_if_absent(
+        &self,
+        key: &str,
+        body: Bytes,
+        content_type: &str,
+    ) -> Result<object::PutOutcome, ObjectError> {
+        object::head_then_put(self, key, body, content_type).await
+    }
     async fn get(&self, key: &str) -> Result<object::ObjectBody, ObjectError> {
         self.inner.get(key).await
     }

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use noema_store::object::PutOutcome;
 use noema_store::{ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore};
 
 /// Wraps a store and records every call in the process's metrics.
@@ -42,6 +43,18 @@ impl ObjectStore for InstrumentedObjectStore {
         let started = Instant::now();
         let result = self.inner.put(key, body, content_type).await;
         self.record("put", started, &result);
+        result
+    }
+
+    async fn put_if_absent(
+        &self,
+        key: &str,
+        body: Bytes,
+        content_type: &str,
+    ) -> Result<PutOutcome, ObjectError> {
+        let started = Instant::now();
+        let result = self.inner.put_if_absent(key, body, content_type).await;
+        self.record("put_if_absent", started, &result);
         result
     }
 

@@ -55,7 +55,7 @@ use tokio::io::AsyncReadExt;
 use super::key::{validate_key, validate_prefix};
 use super::local::{blocking, create_dir_durably, io_error, require_root, sync_dir};
 use super::page::PageBuilder;
-use super::{ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore};
+use super::{ListPage, ObjectBody, ObjectError, ObjectMeta, ObjectStore, PutOutcome};
 
 const OBJECTS: &str = "objects";
 const META: &str = "meta";
@@ -546,6 +546,16 @@ impl ObjectStore for FileObjectStore {
             this.put_blocking(&owned_key, &body, &content_type)
         })
         .await
+    }
+
+    /// No atomic form on a plain directory: a `head`, then a `put`.
+    async fn put_if_absent(
+        &self,
+        key: &str,
+        body: Bytes,
+        content_type: &str,
+    ) -> Result<PutOutcome, ObjectError> {
+        super::head_then_put(self, key, body, content_type).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]

@@ -113,19 +113,18 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
     async fn put(&self, key: &str, body: Bytes, content_type: &str) -> Result<(), ObjectError>;
 
     /// Store `body` under `key` unless an object is there already, in one call: durable
-    /// when it returns `Created`. Atomic on `pack://` and on S3 (a conditional write,
-    /// `If-None-Match: *`; a server that answers it 501 gets a `head` and a `put`, one that
-    /// ignores the header overwrites); elsewhere a `head` then a `put`, so two racing writers
-    /// of one key may both be told `Created`, harmless for content-addressed keys (the same
-    /// bytes).
+    /// when it returns `Created`. Atomic on `pack://` and S3 (a conditional
+    /// write, `If-None-Match: *`; a server that answers it 501 gets a `head` and a `put`, one
+    /// that ignores the header overwrites); on `file://` a [`head_then_put`], so two racing
+    /// writers of one key may both be told `Created`, harmless for content-addressed keys
+    /// (the same bytes). No default: a wrapper that forgot to pass it on would silently
+    /// turn every conditional write into two calls.
     async fn put_if_absent(
         &self,
         key: &str,
         body: Bytes,
         content_type: &str,
-    ) -> Result<PutOutcome, ObjectError> {
-        head_then_put(self, key, body, content_type).await
-    }
+    ) -> Result<PutOutcome, ObjectError>;
 
     /// Read an object; `NotFound` if there is none.
     async fn get(&self, key: &str) -> Result<ObjectBody, ObjectError>;
@@ -151,7 +150,7 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
 
 /// `put_if_absent` for a store without an atomic form: a `head`, then a `put` when the key
 /// is free.
-pub(crate) async fn head_then_put<S: ObjectStore + ?Sized>(
+pub async fn head_then_put<S: ObjectStore + ?Sized>(
     store: &S,
     key: &str,
     body: Bytes,
