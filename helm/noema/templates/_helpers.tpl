@@ -181,7 +181,7 @@ Use: range $name, $svc := include "noema.services" . | fromJson
 {{- if $s3.region -}}{{- $query = append $query (printf "region=%s" $s3.region) -}}{{- end -}}
 {{- if $s3.endpoint -}}{{- $query = append $query (printf "endpoint=%s" $s3.endpoint) -}}{{- end -}}
 {{- if $s3.createBucket -}}{{- $query = append $query "create_bucket=true" -}}{{- end -}}
-{{- $url := printf "s3://%s/%s" $s3.bucket (default .name .svc.objectStorePrefix) -}}
+{{- $url := printf "%s://%s/%s" (default "s3" .svc.objectStoreScheme) $s3.bucket (default .name .svc.objectStorePrefix) -}}
 {{- if $query -}}{{- $url = printf "%s?%s" $url (join "&" $query) -}}{{- end -}}
 {{- $url -}}
 {{- end -}}

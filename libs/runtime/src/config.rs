@@ -358,7 +358,7 @@ fn validate_service(spec: &ServiceSpec, settings: &ServiceSettings) -> Result<()
         check_scheme(
             &store_setting,
             &settings.object_store_url,
-            &["pack://", "file://", "s3://"],
+            &["pack://", "file://", "s3://", "s3+pack://"],
         )?;
     } else if !settings.object_store_url.is_empty() {
         return Err(invalid(

@@ -1,6 +1,7 @@
 //! Durability of the write path against a fault-injecting object store, on SQLite +
-//! pack:// (the embedded default) and on Postgres + S3: a failure between storage and ledger never leaves a
-//! ledger row without bytes, reconcile reports the orphan, and a retry adopts it.
+//! pack:// (the embedded default), on Postgres + S3 (s3://) and on Postgres + packed S3
+//! (s3+pack://, its index in the ledger's database): a failure between storage and ledger
+//! never leaves a ledger row without bytes, reconcile reports the orphan, and a retry adopts it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -28,10 +29,23 @@ struct Rig {
     _database: Option<TestDatabase>,
 }
 
-async fn rig(postgres: bool) -> Rig {
+/// What a rig's ledger keeps its rows and objects in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backing {
+    SqlitePack,
+    PostgresS3,
+    PostgresS3Pack,
+}
+
+async fn rig(backing: Backing) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let mut database = None;
-    let (db_url, store_url) = if postgres {
+    let scheme = if backing == Backing::PostgresS3Pack {
+        "s3+pack"
+    } else {
+        "s3"
+    };
+    let (db_url, store_url) = if backing != Backing::SqlitePack {
         let admin = std::env::var("NOEMA_TEST_DATABASE_URL").expect(
             "NOEMA_TEST_DATABASE_URL is not set: run through scripts/test, which starts Postgres",
         );
@@ -42,11 +56,9 @@ async fn rig(postgres: bool) -> Rig {
         let url = guard.url().to_owned();
         database = Some(guard);
         let (location, query) = s3.split_once('?').unwrap_or((&s3, ""));
-        let prefix = format!(
-            "{}/durability-{}",
-            location.trim_end_matches('/'),
-            uuid_like()
-        );
+        let location = location.trim_end_matches('/');
+        let location = location.strip_prefix("s3://").unwrap_or(location);
+        let prefix = format!("{scheme}://{location}/durability-{}", uuid_like());
         (url, format!("{prefix}?{query}"))
     } else {
         (
@@ -56,7 +68,12 @@ async fn rig(postgres: bool) -> Rig {
     };
     let db = Database::connect(&db_url).await.unwrap();
     db.migrate(&MIGRATIONS).await.unwrap();
-    let inner = noema_store::object::open(&store_url).await.unwrap();
+    // The packed store's index gets a pool of its own: a test that closes the ledger's pool
+    // stands for a failure of the ledger's writes, not of the store's.
+    let index_db = Database::connect(&db_url).await.unwrap();
+    let inner = noema_store::object::open_with_database(&store_url, &index_db)
+        .await
+        .unwrap();
     let faults = Arc::new(FaultyObjectStore::new(inner));
     let store = LedgerStore::new(db.clone());
     store.ensure_initialized().await.unwrap();
@@ -93,8 +110,8 @@ fn submission(n: u32) -> CanonicalSubmission {
     )
 }
 
-async fn transient_storage_failures_are_retried(postgres: bool) {
-    let rig = rig(postgres).await;
+async fn transient_storage_failures_are_retried(backing: Backing) {
+    let rig = rig(backing).await;
     rig.faults.fail_next_puts(2);
     let object = rig.ledger.put_canonical(submission(1), "t").await.unwrap();
     assert_eq!(rig.faults.injected_faults(), 2);
@@ -114,8 +131,8 @@ async fn transient_storage_failures_are_retried(postgres: bool) {
     assert!(report.orphans_in_storage.is_empty());
 }
 
-async fn storage_that_stays_down_writes_no_row(postgres: bool) {
-    let rig = rig(postgres).await;
+async fn storage_that_stays_down_writes_no_row(backing: Backing) {
+    let rig = rig(backing).await;
     rig.faults
         .fail_next_puts(noema_store::object::faulty::STICKY);
     let s = submission(3);
@@ -144,8 +161,8 @@ async fn storage_that_stays_down_writes_no_row(postgres: bool) {
 /// A halt that lands between the storage write and the ledger insert: the insert's own
 /// transaction refuses it, the bytes are an orphan that reconcile reports, and the same
 /// write after resuming adopts them.
-async fn a_failure_between_storage_and_ledger_leaves_a_detectable_orphan(postgres: bool) {
-    let rig = rig(postgres).await;
+async fn a_failure_between_storage_and_ledger_leaves_a_detectable_orphan(backing: Backing) {
+    let rig = rig(backing).await;
     rig.faults.set_latency(Duration::from_millis(400));
     let s = submission(4);
     let (id, path) = (s.id.clone(), s.storage_path.clone());
@@ -191,8 +208,8 @@ async fn a_failure_between_storage_and_ledger_leaves_a_detectable_orphan(postgre
 
 /// The database failing after the bytes are stored: the caller is told the object may
 /// need reconciliation, and there is no row without bytes.
-async fn a_database_failure_after_storage_is_reported(postgres: bool) {
-    let rig = rig(postgres).await;
+async fn a_database_failure_after_storage_is_reported(backing: Backing) {
+    let rig = rig(backing).await;
     rig.faults.set_latency(Duration::from_millis(300));
     let s = submission(5);
     let ledger = Arc::clone(&rig.ledger);
@@ -211,8 +228,8 @@ async fn a_database_failure_after_storage_is_reported(postgres: bool) {
     );
 }
 
-async fn stored_bytes_that_change_are_reported_corrupt(postgres: bool) {
-    let rig = rig(postgres).await;
+async fn stored_bytes_that_change_are_reported_corrupt(backing: Backing) {
+    let rig = rig(backing).await;
     let object = rig.ledger.put_canonical(submission(6), "t").await.unwrap();
     rig.faults
         .inner()
@@ -247,8 +264,8 @@ fn count(entries: &[noema_core::audit::AuditEntry], action: &str) -> usize {
 
 /// Concurrent writers share group commits: every acknowledged write is a row with its own
 /// audit entry, racing twins of one object yield exactly one success, and the chain holds.
-async fn concurrent_writes_are_group_committed_and_all_kept(postgres: bool) {
-    let rig = rig(postgres).await;
+async fn concurrent_writes_are_group_committed_and_all_kept(backing: Backing) {
+    let rig = rig(backing).await;
     let twin = submission(0);
     let mut tasks = tokio::task::JoinSet::new();
     for n in 1..=64 {
@@ -295,9 +312,9 @@ async fn concurrent_writes_are_group_committed_and_all_kept(postgres: bool) {
 /// A write that fails inside a group commit (a reference to a missing object breaks the
 /// foreign key) fails alone: the batch is retried write by write, and duplicates within
 /// the batch are answered as such.
-async fn a_failing_write_does_not_fail_its_batch(postgres: bool) {
+async fn a_failing_write_does_not_fail_its_batch(backing: Backing) {
     use noema_ledger::store::Write;
-    let rig = rig(postgres).await;
+    let rig = rig(backing).await;
     let canonical = |n| {
         let (object, _) =
             noema_ledger::domain::canonical::validate(submission(n), OffsetDateTime::now_utc())
@@ -351,7 +368,7 @@ macro_rules! on_both_backends {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
-                    super::$case(false).await;
+                    super::$case(super::Backing::SqlitePack).await;
                 }
             )*
         }
@@ -359,7 +376,15 @@ macro_rules! on_both_backends {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
-                    super::$case(true).await;
+                    super::$case(super::Backing::PostgresS3).await;
+                }
+            )*
+        }
+        mod postgres_s3_pack {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Backing::PostgresS3Pack).await;
                 }
             )*
         }

@@ -370,7 +370,7 @@ async fn open_storage(spec: &ServiceSpec, config: &NoemaConfig) -> Result<Storag
     let db = open_database(spec, config).await?;
     let objects = match config.object_store_url(spec) {
         Some(url) => Some(crate::instrumented::InstrumentedObjectStore::wrap(
-            noema_store::object::open(&url)
+            noema_store::object::open_with_database(&url, &db)
                 .await
                 .map_err(|source| NodeError::ObjectStore {
                     setting: format!("{}.object_store_url", spec.name),

@@ -5,8 +5,9 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// The URL forms [`crate::object::open`] accepts, quoted in every URL error.
 pub const ACCEPTED_OBJECT_STORE_URLS: &str = "file:///<absolute dir>, file://<relative dir>, \
-     pack:///<absolute dir>, pack://<relative dir>, or \
-     s3://<bucket>[/<prefix>][?endpoint=<http(s) URL>&region=<region>&force_path_style=<bool>&create_bucket=<bool>]";
+     pack:///<absolute dir>, pack://<relative dir>, \
+     s3://<bucket>[/<prefix>][?endpoint=<http(s) URL>&region=<region>&force_path_style=<bool>&create_bucket=<bool>], or \
+     s3+pack://<bucket>[/<prefix>][?<the parameters of s3://>] (a service's store only)";
 
 /// Errors from an [`crate::object::ObjectStore`].
 #[derive(Debug, thiserror::Error)]

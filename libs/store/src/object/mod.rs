@@ -1,5 +1,7 @@
 //! Object storage chosen by URL: `file://` (local directory, a file per object), `pack://`
-//! (local directory, append-only segments) or `s3://` (any S3-compatible service), plus a
+//! (local directory, append-only segments), `s3://` (any S3-compatible service, an S3 object
+//! per object) or `s3+pack://` (objects written together into packs in S3, indexed in the
+//! service's database), plus a
 //! fault-injecting wrapper for durability tests and a conformance suite that every backend must
 //! pass.
 //!
@@ -26,6 +28,7 @@ pub mod pack;
 mod page;
 pub mod retry;
 pub mod s3;
+pub mod s3_pack;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -40,6 +43,7 @@ pub use file::{ContentTypeStorage, FileObjectStore, FileStoreOptions};
 pub use pack::{CompactionReport, PackObjectStore, PackStoreOptions};
 pub use retry::WriteRetry;
 pub use s3::S3ObjectStore;
+pub use s3_pack::S3PackObjectStore;
 
 use crate::redact::redact_url;
 
@@ -113,7 +117,7 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
     async fn put(&self, key: &str, body: Bytes, content_type: &str) -> Result<(), ObjectError>;
 
     /// Store `body` under `key` unless an object is there already, in one call: durable
-    /// when it returns `Created`. Atomic on `pack://` and S3 (a conditional
+    /// when it returns `Created`. Atomic on `pack://`, `s3+pack://` and S3 (a conditional
     /// write, `If-None-Match: *`; a server that answers it 501 gets a `head` and a `put`, one
     /// that ignores the header overwrites); on `file://` a [`head_then_put`], so two racing
     /// writers of one key may both be told `Created`, harmless for content-addressed keys
@@ -171,6 +175,8 @@ pub async fn head_then_put<S: ObjectStore + ?Sized>(
 ///   missing): objects appended to segment files, for many small write-once objects.
 /// - `s3://bucket[/prefix][?endpoint=…&region=…&force_path_style=…&create_bucket=…]`: an
 ///   [`S3ObjectStore`]; see [`s3::S3Location`] for the parameters.
+///
+/// `s3+pack://` needs a database for its index: [`open_with_database`].
 #[tracing::instrument(skip_all, fields(url = %redact_url(url).text))]
 pub async fn open(url: &str) -> Result<Arc<dyn ObjectStore>, ObjectError> {
     // A local store's URL errors name the whole URL, not just its path.
@@ -192,6 +198,13 @@ pub async fn open(url: &str) -> Result<Arc<dyn ObjectStore>, ObjectError> {
     if url.starts_with("s3://") {
         return Ok(Arc::new(S3ObjectStore::open(url).await?));
     }
+    if url.starts_with(s3_pack::SCHEME) {
+        return Err(ObjectError::InvalidUrl {
+            url_redacted: redact_url(url).text,
+            reason: "an s3+pack:// store keeps its index in a service's database:                      it is a service's object_store_url, opened with that database"
+                .into(),
+        });
+    }
     let reason = if url.is_empty() {
         "the URL is empty".to_owned()
     } else {
@@ -206,4 +219,17 @@ pub async fn open(url: &str) -> Result<Arc<dyn ObjectStore>, ObjectError> {
         url_redacted: redact_url(url).text,
         reason,
     })
+}
+
+/// Open the object store named by `url` for a service whose database is `db`: what
+/// [`open`] opens, and `s3+pack://bucket[/prefix][?…]` (the parameters of `s3://`), an
+/// [`S3PackObjectStore`] with its index in `db`.
+pub async fn open_with_database(
+    url: &str,
+    db: &crate::Database,
+) -> Result<Arc<dyn ObjectStore>, ObjectError> {
+    if url.starts_with(s3_pack::SCHEME) {
+        return Ok(Arc::new(S3PackObjectStore::open(url, db.clone()).await?));
+    }
+    open(url).await
 }

@@ -288,6 +288,40 @@ impl S3ObjectStore {
         }
     }
 
+    /// Bytes `start..start + len` of the object at `key` (a ranged GET); `len` must be at
+    /// least 1. What the packed store reads one object out of a pack with.
+    pub(crate) async fn get_range(
+        &self,
+        key: &str,
+        start: u64,
+        len: u64,
+    ) -> Result<Bytes, ObjectError> {
+        let last = start.saturating_add(len.saturating_sub(1));
+        let output = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .range(format!("bytes={start}-{last}"))
+            .send()
+            .await
+            .map_err(|e| self.map_err("get", key, e))?;
+        let bytes = output
+            .body
+            .collect()
+            .await
+            .map_err(|e| ObjectError::unavailable("get", key, e))?
+            .into_bytes();
+        if u64::try_from(bytes.len()).ok() != Some(len) {
+            return Err(ObjectError::backend(
+                "get",
+                key,
+                format!("asked for {len} bytes at {start}, got {}", bytes.len()),
+            ));
+        }
+        Ok(bytes)
+    }
+
     /// Classify an SDK error; `target` is the caller's key (or the bucket). A 404 that is not
     /// `NoSuchBucket` becomes `NotFound { key: target }`.
     fn map_err<E>(
