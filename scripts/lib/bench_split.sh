@@ -8,6 +8,12 @@
 # Every figure is a median over the runs. CPU per put is given per process (its own time,
 # plus that of its children, live or reaped: PostgreSQL's backends), from /proc.
 
+# The ledger's object store: s3+pack (objects written together into packs, indexed in the
+# ledger's database; the default) or s3 (an S3 object per object).
+BENCH_SPLIT_LEDGER_STORE=${NOEMA_BENCH_LEDGER_STORE:-s3+pack}
+[[ $BENCH_SPLIT_LEDGER_STORE == s3 || $BENCH_SPLIT_LEDGER_STORE == s3+pack ]] ||
+  noema_die "NOEMA_BENCH_LEDGER_STORE must be s3+pack or s3, not $BENCH_SPLIT_LEDGER_STORE"
+
 # Internal state, reset at source time.
 BENCH_SPLIT_PIDS=()
 BENCH_SPLIT_DATABASES=()
@@ -187,8 +193,8 @@ bench_split_main() {
   local common=(NOEMA__AUTH__OWNER_TOKEN_SHA256="$token_hash"
     NOEMA__TELEMETRY__LOG_FILTER=warn)
   local s3_url_of
-  s3_url_of() { echo "s3://$bucket/$tag-$1${s3_query:+?$s3_query}"; }
-  others_env+=("NOEMA__CONTINUITY__OBJECT_STORE_URL=$(s3_url_of continuity)")
+  s3_url_of() { echo "$2://$bucket/$tag-$1${s3_query:+?$s3_query}"; }
+  others_env+=("NOEMA__CONTINUITY__OBJECT_STORE_URL=$(s3_url_of continuity s3)")
   local identity_pid ledger_pid others_pid gateway_pid
   bench_split_start "$dir/identity.log" env "${common[@]}" \
     NOEMA__IDENTITY__DATABASE_URL="$identity_db" \
@@ -196,7 +202,7 @@ bench_split_main() {
   identity_pid=$BENCH_SPLIT_PID
   bench_split_start "$dir/ledger.log" env "${common[@]}" \
     NOEMA__LEDGER__DATABASE_URL="$ledger_db" \
-    NOEMA__LEDGER__OBJECT_STORE_URL="$(s3_url_of ledger)" \
+    NOEMA__LEDGER__OBJECT_STORE_URL="$(s3_url_of ledger "$BENCH_SPLIT_LEDGER_STORE")" \
     NOEMA__ENDPOINTS__IDENTITY="http://$identity_grpc" \
     "$bin" serve ledger --data-dir "$dir/ledger" --grpc-addr "$ledger_grpc"
   ledger_pid=$BENCH_SPLIT_PID
@@ -260,9 +266,10 @@ bench_split_main() {
     fi
   done
 
-  python3 - "$dir" "$runs" "$concurrency" "$duration" <<'EOF'
+  python3 - "$dir" "$runs" "$concurrency" "$duration" "$BENCH_SPLIT_LEDGER_STORE" <<'EOF'
 import glob, json, statistics, sys
 directory, runs, concurrency, duration = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+ledger_store = sys.argv[5]
 systems = {}
 for system in ("noema", "open-cognition"):
     rows = [json.load(open(f"{directory}/{system}-{n}.json")) for n in range(1, runs + 1)
@@ -279,7 +286,8 @@ for system in ("noema", "open-cognition"):
                           if all(r["cpu_us_per_op"].get(name) is not None for r in rows)},
         "each_run": rows,
     }
-out = {"shape": "split", "runs": runs, "concurrency": concurrency,
+out = {"shape": "split", "ledger_object_store": ledger_store + "://", "runs": runs,
+       "concurrency": concurrency,
        "seconds_per_run": duration, "median": systems}
 if "open-cognition" in systems:
     out["throughput_ratio"] = round(systems["noema"]["throughput_per_sec"]
