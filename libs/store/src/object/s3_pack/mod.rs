@@ -90,6 +90,16 @@ fn to_time(ms: i64) -> Option<time::OffsetDateTime> {
     time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()
 }
 
+/// What a `get` or `head` of `key` reports, from where the index says it is.
+fn object_meta(key: &str, at: index::Location) -> ObjectMeta {
+    ObjectMeta {
+        key: key.to_owned(),
+        size: to_u64(at.size),
+        content_type: at.content_type,
+        last_modified: to_time(at.stored_at_ms),
+    }
+}
+
 impl S3PackObjectStore {
     /// Opens the store named by an `s3+pack://` URL, its index in `db` (its table created
     /// there if missing).
@@ -180,12 +190,7 @@ impl ObjectStore for S3PackObjectStore {
                     Err(err) => return Err(err),
                 }
             };
-            let meta = ObjectMeta {
-                key: key.to_owned(),
-                size: to_u64(at.size),
-                content_type: at.content_type,
-                last_modified: to_time(at.stored_at_ms),
-            };
+            let meta = object_meta(key, at);
             return Ok(ObjectBody {
                 meta,
                 stream: Box::pin(futures::stream::once(async move { Ok(bytes) })),
@@ -199,12 +204,12 @@ impl ObjectStore for S3PackObjectStore {
     #[tracing::instrument(level = "debug", skip_all, fields(key = %key))]
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, ObjectError> {
         validate_key(key)?;
-        Ok(self.shared.index.locate(key).await?.map(|at| ObjectMeta {
-            key: key.to_owned(),
-            size: to_u64(at.size),
-            content_type: at.content_type,
-            last_modified: to_time(at.stored_at_ms),
-        }))
+        Ok(self
+            .shared
+            .index
+            .locate(key)
+            .await?
+            .map(|at| object_meta(key, at)))
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(prefix = %prefix))]
