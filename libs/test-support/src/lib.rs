@@ -277,13 +277,10 @@ impl TestCluster {
                     // Every service's objects in plain S3, except that with a process per
                     // service (how the split shape is deployed and benchmarked) the ledger
                     // keeps them packed: both S3 stores serve the ledger's cases.
-                    let url = with_fresh_prefix(&s3_url, name);
-                    let url = match url.strip_prefix("s3://") {
-                        Some(rest) if name == "ledger" && shape == Shape::Processes => {
-                            format!("s3+pack://{rest}")
-                        }
-                        _ => url,
-                    };
+                    let mut url = with_fresh_prefix(&s3_url, name);
+                    if name == "ledger" && shape == Shape::Processes {
+                        url = url.replacen("s3://", "s3+pack://", 1);
+                    }
                     loader = loader.set(&format!("{name}.object_store_url"), url);
                 }
             }

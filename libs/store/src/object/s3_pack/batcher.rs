@@ -13,7 +13,7 @@ use super::Shared;
 use super::index::{Entry, HeldConnection};
 
 /// Most objects in one pack.
-const MAX_OBJECTS_PER_PACK: usize = 256;
+pub(super) const MAX_OBJECTS_PER_PACK: usize = 256;
 /// A pack is closed before an object would take it past this size (a bigger object is a
 /// pack of its own).
 const MAX_PACK_BYTES: usize = 8 * 1024 * 1024;

@@ -31,9 +31,9 @@ const CREATE_SQLITE: [&str; 2] = [
     "CREATE INDEX IF NOT EXISTS noema_pack_objects_by_pack ON noema_pack_objects (store, pack)",
 ];
 
-/// Rows one multi-row INSERT writes at most (7 values each, well under both engines' limits
-/// on bound parameters).
-const ROWS_PER_INSERT: usize = 500;
+// A pack is recorded by one multi-row INSERT: 7 bound values per object, within SQLite's
+// limit of 32,766 bound parameters (Postgres takes 65,535).
+const _: () = assert!(super::batcher::MAX_OBJECTS_PER_PACK * 7 <= 32_766);
 
 /// The Postgres connection a pack writer keeps between packs (none on SQLite, whose pool
 /// does not ping).
@@ -191,44 +191,52 @@ impl Index {
         if_absent: &[Entry],
         replacing: &[Entry],
     ) -> Result<(HashSet<String>, Vec<String>), sqlx::Error> {
-        if replacing.is_empty() && if_absent.len() <= ROWS_PER_INSERT {
+        if replacing.is_empty() {
             // The common case, conditional writes only: one statement, atomic by itself.
-            let mut insert = self.insert::<D>(pack, stored_at_ms, if_absent);
-            insert.push(" ON CONFLICT (store, key) DO NOTHING RETURNING key");
-            let rows: Vec<(String,)> = insert.build().fetch_all(Conn::Transaction(conn)).await?;
-            return Ok((rows.into_iter().map(|(key,)| key).collect(), Vec::new()));
+            let created = self
+                .insert_if_absent::<D>(Conn::Transaction(conn), pack, stored_at_ms, if_absent)
+                .await?;
+            return Ok((created, Vec::new()));
         }
         let mut tx = sqlx::Connection::begin(conn).await?;
-        let mut created = HashSet::new();
-        for chunk in if_absent.chunks(ROWS_PER_INSERT) {
-            let mut insert = self.insert(pack, stored_at_ms, chunk);
-            insert.push(" ON CONFLICT (store, key) DO NOTHING RETURNING key");
-            let rows: Vec<(String,)> = insert.build().fetch_all(&mut tx).await?;
-            created.extend(rows.into_iter().map(|(key,)| key));
-        }
-        let mut displaced = Vec::new();
-        for chunk in replacing.chunks(ROWS_PER_INSERT) {
-            let mut before =
-                Builder::<D>::new("SELECT DISTINCT pack FROM noema_pack_objects WHERE store = ");
-            before.push_bind(self.store.clone()).push(" AND key IN (");
-            before
-                .push_list(chunk.iter().map(|e| e.key.clone()))
-                .push(")");
-            let rows: Vec<(String,)> = before.build().fetch_all(&mut tx).await?;
-            displaced.extend(rows.into_iter().map(|(pack,)| pack));
-            let mut insert = self.insert(pack, stored_at_ms, chunk);
-            insert.push(
-                " ON CONFLICT (store, key) DO UPDATE SET pack = excluded.pack, \
-                 pack_offset = excluded.pack_offset, size = excluded.size, \
-                 content_type = excluded.content_type, stored_at_ms = excluded.stored_at_ms",
-            );
-            insert.build().execute(&mut tx).await?;
-        }
+        let created = if if_absent.is_empty() {
+            HashSet::new()
+        } else {
+            self.insert_if_absent(&mut tx, pack, stored_at_ms, if_absent)
+                .await?
+        };
+        let mut before =
+            Builder::<D>::new("SELECT DISTINCT pack FROM noema_pack_objects WHERE store = ");
+        before.push_bind(self.store.clone()).push(" AND key IN (");
+        before
+            .push_list(replacing.iter().map(|e| e.key.clone()))
+            .push(")");
+        let rows: Vec<(String,)> = before.build().fetch_all(&mut tx).await?;
+        let mut displaced: Vec<String> = rows.into_iter().map(|(pack,)| pack).collect();
+        let mut insert = self.insert(pack, stored_at_ms, replacing);
+        insert.push(
+            " ON CONFLICT (store, key) DO UPDATE SET pack = excluded.pack, \
+             pack_offset = excluded.pack_offset, size = excluded.size, \
+             content_type = excluded.content_type, stored_at_ms = excluded.stored_at_ms",
+        );
+        insert.build().execute(&mut tx).await?;
         tx.commit().await?;
-        displaced.sort();
-        displaced.dedup();
         displaced.retain(|p| p != pack);
         Ok((created, displaced))
+    }
+
+    /// Records `entries` where their key is free; returns the keys it recorded.
+    async fn insert_if_absent<'c, D: Engine>(
+        &self,
+        conn: impl Into<Conn<'c, D>>,
+        pack: &str,
+        stored_at_ms: i64,
+        entries: &[Entry],
+    ) -> Result<HashSet<String>, sqlx::Error> {
+        let mut insert = self.insert::<D>(pack, stored_at_ms, entries);
+        insert.push(" ON CONFLICT (store, key) DO NOTHING RETURNING key");
+        let rows: Vec<(String,)> = insert.build().fetch_all(conn).await?;
+        Ok(rows.into_iter().map(|(key,)| key).collect())
     }
 
     fn insert<'a, D: Engine>(

@@ -41,7 +41,7 @@ pub const SCHEME: &str = "s3+pack://";
 /// Where every pack of a store lives, under its S3 prefix.
 const PACKS_DIR: &str = "packs/";
 
-/// What the batcher's pack writers share with the store.
+/// What the pack writer shares with the store.
 #[derive(Debug)]
 struct Shared {
     s3: S3ObjectStore,
